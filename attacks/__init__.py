@@ -1,0 +1,1 @@
+"""Attacks: canaries that build neighbouring datasets, and distinguishing scores."""

@@ -1,0 +1,1 @@
+"""Audits: configs, the runner, the store, certified estimators and verdicts."""

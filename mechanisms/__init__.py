@@ -1,0 +1,27 @@
+"""Mechanisms: batched samplers of private algorithms and their privacy claims.
+
+>>> from mechanisms import make
+>>> mech = make("pnsgd", n=100, dim=10, eta=0.1, sigma=1.0)
+>>> mech.sample(trials=1000, seed=0).shape
+(1000, 10)
+"""
+
+from mechanisms import baseline, dpsgd, kernels, lssgd, sgd, shuffle  # noqa: F401  (registration)
+from mechanisms.base import Mechanism, describe, make, registered, make_rng
+from mechanisms.dataset import Dataset, as_dataset
+from mechanisms.errors import DPAuditError, ParameterError
+from mechanisms.wrapped import CallableMechanism, from_callable
+
+__all__ = [
+    "CallableMechanism",
+    "DPAuditError",
+    "Dataset",
+    "Mechanism",
+    "ParameterError",
+    "as_dataset",
+    "describe",
+    "from_callable",
+    "make",
+    "registered",
+    "make_rng",
+]

@@ -1,0 +1,241 @@
+"""The mechanism contract, the registry and seeding.
+
+A mechanism is a frozen dataclass of validated parameters that samples a whole
+batch of independent trials in one tensor computation
+(``sample(dataset, *, trials, seed) -> ndarray of shape (trials, output_dim)``)
+and lists its theoretical privacy claims (``claims(*, index=None)``).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+import torch
+
+from mechanisms.dataset import Dataset, as_dataset
+from mechanisms.errors import ParameterError
+from mechanisms.validation import check_choice, check_int
+
+__all__ = [
+    "Mechanism",
+    "ParamInfo",
+    "describe",
+    "make",
+    "param",
+    "register",
+    "registered",
+    "make_rng",
+]
+
+SeedLike = int | np.random.SeedSequence
+_REGISTRY: dict[str, type["Mechanism"]] = {}
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+M = TypeVar("M", bound=type["Mechanism"])
+
+
+def param(default: Any = dataclasses.MISSING, doc: str = "") -> Any:
+    """A dataclass field that carries a one-line documentation string."""
+    if default is dataclasses.MISSING:
+        return dataclasses.field(metadata={"doc": doc})
+    return dataclasses.field(default=default, metadata={"doc": doc})
+
+
+def make_rng(seed: SeedLike) -> np.random.Generator:
+    """A ``numpy.random.Generator`` (PCG64) from an int or a ``SeedSequence``.
+
+    Distinct ``SeedSequence`` children (as spawned by the runner) give
+    independent streams; the same seed always gives the same stream. NumPy's
+    ziggurat sampler draws float64 normals with exact tails, faster than
+    torch's float64 sampler on CPU; the computation itself runs in torch.
+    """
+    if isinstance(seed, np.random.SeedSequence):
+        sequence = seed
+    elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        if seed < 0:
+            raise ParameterError(f"seed must be >= 0, got seed={seed}")
+        sequence = np.random.SeedSequence(int(seed))
+    else:
+        raise ParameterError(
+            f"seed must be a non-negative int or numpy.random.SeedSequence, got seed={seed!r}")
+    return np.random.default_rng(sequence)
+
+
+class Mechanism(abc.ABC):
+    """Base class of every mechanism.
+
+    Subclasses are ``@dataclass(frozen=True)`` classes registered with
+    :func:`register`; their fields are the public parameters (names used by
+    configs and ``dpaudit bound --set``) and are validated in
+    ``__post_init__`` through :meth:`validate`.
+    """
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # -- contract ------------------------------------------------------
+    @abc.abstractmethod
+    def validate(self) -> None:
+        """Raise :class:`ParameterError` for any invalid parameter."""
+
+    @property
+    @abc.abstractmethod
+    def output_dim(self) -> int:
+        """Number of columns of :meth:`sample`'s output."""
+
+    @property
+    @abc.abstractmethod
+    def record_dim(self) -> int:
+        """Number of columns of one record of a dataset."""
+
+    @property
+    def n_records(self) -> int | None:
+        """Number of records a dataset must hold (``None``: any number)."""
+        return getattr(self, "n", None)
+
+    @abc.abstractmethod
+    def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
+                dtype: torch.dtype) -> torch.Tensor:
+        """Sample ``trials`` outputs in one batched computation."""
+
+    def claims(self, *, index: int | None = None) -> list:
+        """Every theoretical bound for these parameters (see ``mechanisms.accounting.claims``)."""
+        from mechanisms.accounting.claims import claims_for
+
+        return claims_for(self, index=index)
+
+    # -- shared behaviour ------------------------------------------------
+    @property
+    def params(self) -> dict[str, Any]:
+        """The parameters as a plain, JSON-friendly dict."""
+        values = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            values[field.name] = list(value) if isinstance(value, tuple) else value
+        return values
+
+    def default_dataset(self) -> Dataset:
+        """A dataset of zero records with the right shape (``n`` rows)."""
+        n = self.n_records if self.n_records is not None else 1
+        return Dataset(np.zeros((n, self.record_dim)))
+
+    def sample(self, dataset: Any = None, *, trials: int, seed: SeedLike) -> np.ndarray:
+        """Draw ``trials`` independent outputs of the mechanism on ``dataset``.
+
+        Parameters
+        ----------
+        dataset : array_like or Dataset, optional
+            One row per record, in the layout of :attr:`record_dim`
+            (default: all-zero records).
+        trials : int
+            Number of independent runs, all computed in one batch.
+        seed : int or numpy.random.SeedSequence
+            The same seed gives the same array.
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape ``(trials, output_dim)``.
+        """
+        trials = check_int("trials", trials, minimum=1)
+        data = self.default_dataset() if dataset is None else as_dataset(dataset)
+        self.check_dataset(data)
+        rng = make_rng(seed)
+        dtype = _DTYPES[getattr(self, "dtype", "float64")]
+        with torch.no_grad():
+            out = self._sample(data, trials, rng, dtype)
+        array = out.detach().cpu().numpy()
+        return array.reshape(trials, self.output_dim)
+
+    def check_dataset(self, data: Dataset) -> None:
+        """Raise :class:`ParameterError` if ``data`` does not fit this mechanism."""
+        records = data.records
+        if records.shape[1] != self.record_dim:
+            raise ParameterError(
+                f"dataset records must have {self.record_dim} columns for {self.name}, "
+                f"got dataset shape {records.shape}")
+        if self.n_records is not None and records.shape[0] != self.n_records:
+            raise ParameterError(
+                f"dataset must have n={self.n_records} records for {self.name}, "
+                f"got {records.shape[0]}")
+        if not np.all(np.isfinite(records)):
+            raise ParameterError("dataset records must be finite, got NaN or inf")
+        data.check_injected(records.shape[0], getattr(self, "dim", self.output_dim))
+
+    def check_dtype(self) -> None:
+        """Validate the optional ``dtype`` parameter."""
+        check_choice("dtype", getattr(self, "dtype", "float64"), _DTYPES)
+
+
+def register(cls: M) -> M:
+    """Class decorator adding a mechanism to the registry under ``cls.name``.
+
+    Raises
+    ------
+    ValueError
+        If the name is empty or already taken (no silent overwrite).
+    """
+    if not cls.name:
+        raise ValueError(f"{cls.__qualname__} has no name")
+    if cls.name in _REGISTRY:
+        raise ValueError(f"a mechanism named {cls.name!r} is already registered")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def registered() -> Mapping[str, type[Mechanism]]:
+    """The registered mechanism classes by name (read-only view)."""
+    return dict(_REGISTRY)
+
+
+def make(name: str, /, **params: Any) -> Mechanism:
+    """Build the registered mechanism ``name`` with ``params``.
+
+    Raises
+    ------
+    ParameterError
+        For an unknown name (the error lists the valid ones), an unknown
+        parameter, or an invalid value.
+    """
+    check_choice("mechanism", name, sorted(_REGISTRY))
+    cls = _REGISTRY[name]
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ParameterError(
+            f"unknown parameter {unknown[0]!r} for mechanism {name!r}; "
+            f"valid parameters: {', '.join(sorted(known))}")
+    missing = [f.name for f in dataclasses.fields(cls)
+               if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+               and f.name not in params]
+    if missing:
+        raise ParameterError(f"mechanism {name!r} needs parameter {missing[0]!r}")
+    return cls(**params)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ParamInfo:
+    """Description of one mechanism parameter, for ``dpaudit list``."""
+
+    name: str
+    default: Any
+    required: bool
+    doc: str
+
+
+def describe(cls: type[Mechanism]) -> list[ParamInfo]:
+    """The documented parameters of a mechanism class."""
+    infos = []
+    for field in dataclasses.fields(cls):
+        required = field.default is dataclasses.MISSING
+        default = None if required else field.default
+        if isinstance(default, tuple):
+            default = list(default)
+        infos.append(ParamInfo(field.name, default, required, field.metadata.get("doc", "")))
+    return infos

@@ -1,0 +1,124 @@
+"""DP-SGD with subsampled batches, releasing the last iterate (THEORY.md 1.5).
+
+Per step a batch ``B`` of expected size ``m = batch_size`` is drawn
+(uniformly without replacement, or Poisson with rate ``q = m / n``)::
+
+    g = (1/m) sum_{i in B} grad f(theta, x_i) + N(0, noise_std^2 I)
+    theta <- Pi_K(theta - eta * g)          (no projection for domain='whole')
+
+With Poisson sampling the sum is divided by the expected batch size ``m``
+(the convention of Opacus and of Mironov, Talwar, Zhang 2019).
+
+References
+----------
+Abadi et al., "Deep Learning with Differential Privacy", CCS 2016.
+Mironov, Talwar, Zhang, "Renyi Differential Privacy of the Sampled Gaussian
+Mechanism", 2019.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from mechanisms import noise
+from mechanisms.base import param, register
+from mechanisms.dataset import Dataset
+from mechanisms.iterative import IterativeMechanism, injected_rows
+from mechanisms.losses import Loss, _clip_rows, make_loss
+from mechanisms.errors import ParameterError
+from mechanisms.validation import check_choice, check_int, check_real
+
+__all__ = ["DPSGD", "SAMPLINGS"]
+
+SAMPLINGS = ("without-replacement", "poisson")
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class DPSGD(IterativeMechanism):
+    """Noisy mini-batch SGD with subsampling; only the last iterate is released."""
+
+    name = "dp-sgd"
+    summary = "DP-SGD with subsampled batches (without replacement or Poisson), last iterate"
+
+    domain: str = param("whole", "convex set K: 'ball', 'box' or 'whole' (no projection)")
+    batch_size: int = param(10, "batch size m (expected size for Poisson sampling)")
+    steps: int = param(100, "number of steps T")
+    eta: float = param(0.1, "step size")
+    noise_std: float = param(1.0, "std of the Gaussian noise added to the mean gradient")
+    sampling: str = param("without-replacement", "'without-replacement' or 'poisson' (rate m/n)")
+    loss: str = param("linear", "'linear', 'logistic', 'quadratic' or 'huber'")
+    lipschitz: float = param(1.0, "L: records are clipped so the loss is L-Lipschitz")
+    smoothness: float | None = param(None, "beta of the quadratic loss (default 1)")
+
+    def validate(self) -> None:
+        super().validate()
+        check_int("steps", self.steps, minimum=1)
+        check_int("batch_size", self.batch_size, minimum=1)
+        if self.batch_size > self.n:
+            raise ParameterError(
+                f"batch_size must be <= n={self.n}, got batch_size={self.batch_size}")
+        check_real("eta", self.eta, positive=True)
+        check_real("noise_std", self.noise_std, positive=True)
+        check_choice("sampling", self.sampling, SAMPLINGS)
+        self.loss_function
+
+    @property
+    def loss_function(self) -> Loss:
+        """The loss with its constants on ``K``."""
+        return make_loss(self.loss, dim=self.dim, lipschitz=self.lipschitz,
+                         domain=self.domain_set, smoothness=self.smoothness)
+
+    @property
+    def sample_rate(self) -> float:
+        """``q = m / n``."""
+        return self.batch_size / self.n
+
+    @property
+    def output_dim(self) -> int:
+        return self.dim
+
+    @property
+    def record_dim(self) -> int:
+        return self.loss_function.record_dim
+
+    def batch_mask(self, trials: int, rng: np.random.Generator, dtype: torch.dtype) -> torch.Tensor:
+        """0/1 membership of each record in each trial's batch, shape ``(trials, n)``."""
+        uniforms = noise.uniform((trials, self.n), rng)
+        if self.sampling == "poisson":
+            return (uniforms < self.sample_rate).to(dtype)
+        chosen = torch.topk(uniforms, self.batch_size, dim=1).indices
+        return torch.zeros((trials, self.n), dtype=dtype).scatter_(1, chosen, 1.0)
+
+    def direction(self, gradient: torch.Tensor) -> torch.Tensor:
+        """Map the noisy gradient to the update direction (identity for DP-SGD)."""
+        return gradient
+
+    def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
+                dtype: torch.dtype) -> torch.Tensor:
+        loss = self.loss_function
+        domain = self.domain_set
+        records = loss.prepare(torch.as_tensor(data.records, dtype=dtype))
+        injected = {k: _clip_rows(v, loss.lipschitz) for k, v in injected_rows(data, self.dim, dtype).items()}
+        constant = loss.name == "linear"
+        if constant:
+            table = loss.gradient(torch.zeros(self.dim, dtype=dtype), records).clone()
+            for position, vector in injected.items():
+                table[position] = vector
+        theta = self.start(trials, dtype)
+        for _ in range(self.steps):
+            mask = self.batch_mask(trials, rng, dtype)
+            if constant:
+                gradient = mask @ table
+            else:
+                per_record = loss.gradient(theta.unsqueeze(1), records.unsqueeze(0))
+                for position, vector in injected.items():
+                    per_record[:, position] = vector
+                gradient = torch.einsum("tn,tnd->td", mask, per_record)
+            gradient = gradient.div_(self.batch_size)
+            gradient.add_(noise.gaussian((trials, self.dim), self.noise_std, rng, dtype))
+            theta = domain.project(theta - self.eta * self.direction(gradient))
+        return theta

@@ -1,0 +1,77 @@
+"""Shared parameters of the iterative mechanisms: size, domain, start point."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from mechanisms.base import Mechanism, param
+from mechanisms.dataset import Dataset
+from mechanisms.domains import Domain, make_domain
+from mechanisms.errors import ParameterError
+from mechanisms.validation import check_int
+
+__all__ = ["IterativeMechanism", "injected_rows"]
+
+
+@dataclasses.dataclass(frozen=True)
+class IterativeMechanism(Mechanism):
+    """Base of iterations over ``n`` records in a fixed, public order.
+
+    ``init`` is ``"center"`` (the centre of ``K``), ``"boundary"`` (a point
+    on the boundary of a bounded ``K``: ``radius * e_1`` for a ball, the low
+    corner of a box) or a list of ``dim`` numbers.
+    """
+
+    n: int = param(100, "number of records (steps of one pass)")
+    dim: int = param(1, "model dimension d")
+    domain: str = param("ball", "convex set K: 'ball', 'box' or 'whole' (no projection)")
+    radius: float = param(1.0, "radius of K when domain='ball'")
+    low: float = param(-1.0, "lower end of every coordinate when domain='box'")
+    high: float = param(1.0, "upper end of every coordinate when domain='box'")
+    init: str | tuple = param("center", "start point: 'center', 'boundary' or a list of d numbers")
+    dtype: str = param("float64", "torch dtype of the computation: float32 or float64")
+
+    def validate(self) -> None:
+        check_int("n", self.n, minimum=1)
+        check_int("dim", self.dim, minimum=1)
+        self.check_dtype()
+        domain = self.domain_set
+        if isinstance(self.init, (list, tuple)):
+            values = tuple(float(v) for v in self.init)
+            if len(values) != self.dim or not all(math.isfinite(v) for v in values):
+                raise ParameterError(
+                    f"init must be 'center', 'boundary' or {self.dim} finite numbers, "
+                    f"got init={list(self.init)!r}")
+            object.__setattr__(self, "init", values)
+            point = torch.tensor(values, dtype=torch.float64)
+            if not bool(domain.contains(point)):
+                raise ParameterError(f"init must lie in K, got init={list(values)}")
+        elif self.init not in ("center", "boundary"):
+            raise ParameterError(
+                f"init must be 'center', 'boundary' or a list of numbers, got init={self.init!r}")
+        elif self.init == "boundary":
+            domain.boundary_point(self.dim)
+
+    @property
+    def domain_set(self) -> Domain:
+        """The convex set ``K``."""
+        return make_domain(self.domain, radius=self.radius, low=self.low, high=self.high)
+
+    def start(self, trials: int, dtype: torch.dtype) -> torch.Tensor:
+        """The start point repeated for every trial, shape ``(trials, dim)``."""
+        if self.init == "center":
+            point = self.domain_set.center(self.dim)
+        elif self.init == "boundary":
+            point = self.domain_set.boundary_point(self.dim)
+        else:
+            point = torch.tensor(self.init, dtype=torch.float64)
+        return point.to(dtype).expand(trials, self.dim).clone()
+
+
+def injected_rows(data: Dataset, dim: int, dtype: torch.dtype) -> dict[int, torch.Tensor]:
+    """Injected gradients as tensors keyed by 0-based step."""
+    return {position - 1: torch.as_tensor(vector, dtype=dtype)
+            for position, vector in data.injected.items()}

@@ -1,0 +1,132 @@
+"""Convex losses with batched gradients and their constants on a domain.
+
+Record layouts (one dataset row per record, ``d`` the model dimension):
+
+========== ============== ============================================ ============ ==============
+loss       record         f(w, record)                                 L on K       beta (smooth)
+========== ============== ============================================ ============ ==============
+linear     ``x`` (d)      ``<w, x>``                                   ``L``        0
+logistic   ``x, y`` (d+1) ``log(1 + exp(-y <x, w>))``, ``y = +-1``     ``L``        ``L^2 / 4``
+quadratic  ``c`` (d)      ``(beta/2) ||w - c||^2``                     ``beta D``   ``beta``
+huber      ``x, y`` (d+1) ``h(<w, x> - y)``, ``h`` Huber with knot 1   ``L``        ``L^2``
+========== ============== ============================================ ============ ==============
+
+``x`` is clipped to the ball of radius ``L`` (input clipping) so that the
+loss is ``L``-Lipschitz for any record; ``c`` is projected onto ``K`` so the
+quadratic loss is ``beta * diam(K)``-Lipschitz on ``K`` (``D = diam(K)``).
+The logistic smoothness is ``L^2/4`` (Hessian ``x x^T s(1-s)``, ``s(1-s) <=
+1/4``); THEORY.md section 1.8 corrects the lecture notes' ``L0/4``.
+
+References
+----------
+Feldman, Mironov, Talwar, Thakurta, "Privacy Amplification by Iteration",
+FOCS 2018, Prop. 18 (1-Lipschitz gradient steps for ``eta <= 2/beta``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from mechanisms.domains import Domain
+from mechanisms.validation import check_choice, check_real
+
+__all__ = ["LOSS_NAMES", "Loss", "make_loss"]
+
+LOSS_NAMES = ("linear", "logistic", "quadratic", "huber")
+
+
+def _clip_rows(x: torch.Tensor, bound: float) -> torch.Tensor:
+    norms = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    return x * torch.clamp(bound / torch.clamp(norms, min=1e-300), max=1.0)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Loss:
+    """A convex loss and its constants on a domain.
+
+    Attributes
+    ----------
+    name : str
+        One of ``LOSS_NAMES``.
+    dim : int
+        Model dimension ``d``.
+    lipschitz : float
+        ``L``, the Lipschitz constant on ``K`` (``inf`` if unbounded).
+    smoothness : float
+        ``beta``, the Lipschitz constant of the gradient.
+    strong_convexity : float
+        ``lambda`` (``beta`` for the quadratic loss, else 0).
+    domain : Domain
+        The set ``K`` the constants hold on.
+    """
+
+    name: str
+    dim: int
+    lipschitz: float
+    smoothness: float
+    strong_convexity: float
+    domain: Domain
+
+    @property
+    def record_dim(self) -> int:
+        """Columns of one record (see the module table)."""
+        return self.dim + 1 if self.name in ("logistic", "huber") else self.dim
+
+    def prepare(self, records: torch.Tensor) -> torch.Tensor:
+        """Clip or project records so the constants hold for any input."""
+        if self.name == "quadratic":
+            return self.domain.project(records)
+        if self.name == "linear":
+            return _clip_rows(records, self.lipschitz)
+        features = _clip_rows(records[..., : self.dim], self.lipschitz)
+        labels = records[..., self.dim:]
+        if self.name == "logistic":
+            labels = torch.where(labels < 0, -1.0, 1.0).to(records.dtype)
+        return torch.cat([features, labels], dim=-1)
+
+    def gradient(self, w: torch.Tensor, records: torch.Tensor) -> torch.Tensor:
+        """``grad_w f(w, record)``, broadcasting ``w (..., d)`` against ``records (..., r)``.
+
+        Records must have gone through :meth:`prepare`.
+        """
+        if self.name == "linear":
+            return torch.broadcast_to(records, torch.broadcast_shapes(w.shape, records.shape))
+        if self.name == "quadratic":
+            return self.smoothness * (w - records)
+        x, y = records[..., : self.dim], records[..., self.dim]
+        margin = (w * x).sum(-1)
+        if self.name == "logistic":
+            # d/dw log(1 + exp(-y <x, w>)) = -y x sigmoid(-y <x, w>)
+            return (-y * torch.sigmoid(-y * margin)).unsqueeze(-1) * x
+        residual = torch.clamp(margin - y, -1.0, 1.0)  # Huber derivative, knot 1
+        return residual.unsqueeze(-1) * x
+
+
+def make_loss(name: str, *, dim: int, lipschitz: float, domain: Domain,
+              smoothness: float | None = None) -> Loss:
+    """Build a loss with its constants on ``domain``.
+
+    Parameters
+    ----------
+    name : {"linear", "logistic", "quadratic", "huber"}
+    dim : int
+        Model dimension.
+    lipschitz : float
+        ``L`` for linear, logistic and huber (records are clipped to it);
+        the quadratic loss derives its own, ``smoothness * diam(K)``.
+    domain : Domain
+    smoothness : float, optional
+        ``beta`` of the quadratic loss (default 1); derived for the others.
+    """
+    check_choice("loss", name, LOSS_NAMES)
+    lipschitz = check_real("lipschitz", lipschitz, positive=True)
+    if name == "quadratic":
+        beta = 1.0 if smoothness is None else check_real("smoothness", smoothness, positive=True)
+        diameter = domain.diameter(dim)
+        return Loss(name, dim, beta * diameter if math.isfinite(diameter) else math.inf,
+                    beta, beta, domain)
+    beta = {"linear": 0.0, "logistic": lipschitz**2 / 4.0, "huber": lipschitz**2}[name]
+    return Loss(name, dim, lipschitz, beta, 0.0, domain)

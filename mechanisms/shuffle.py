@@ -1,0 +1,70 @@
+"""Shuffled randomized response (THEORY.md section 1.7).
+
+Each of ``n`` users holds a bit and reports it through ``eps0``-randomized
+response (keep with probability ``e^eps0 / (1 + e^eps0)``); the reports are
+then uniformly permuted. The output is the permuted report vector.
+
+References
+----------
+Feldman, McMillan, Talwar, "Hiding Among the Clones", FOCS 2021.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import torch
+
+from mechanisms.base import Mechanism, param, register
+from mechanisms.dataset import Dataset
+from mechanisms.errors import ParameterError
+from mechanisms.validation import check_int, check_real
+
+__all__ = ["ShuffledRR"]
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class ShuffledRR(Mechanism):
+    """``n`` randomized-response reports, uniformly shuffled."""
+
+    name = "shuffled-rr"
+    summary = "eps0-randomized response per user followed by a uniform shuffle"
+
+    n: int = param(100, "number of users")
+    epsilon0: float = param(1.0, "local privacy parameter eps0 of each report")
+    dtype: str = param("float64", "torch dtype of the output: float32 or float64")
+
+    def validate(self) -> None:
+        check_int("n", self.n, minimum=1)
+        check_real("epsilon0", self.epsilon0, positive=True)
+        self.check_dtype()
+
+    @property
+    def keep_probability(self) -> float:
+        """``P[report = bit] = e^eps0 / (1 + e^eps0)``."""
+        return 1.0 / (1.0 + math.exp(-self.epsilon0))
+
+    @property
+    def output_dim(self) -> int:
+        return self.n
+
+    @property
+    def record_dim(self) -> int:
+        return 1
+
+    def check_dataset(self, data: Dataset) -> None:
+        super().check_dataset(data)
+        values = data.records[:, 0]
+        if not ((values == 0) | (values == 1)).all():
+            raise ParameterError("shuffled-rr records must be bits 0 or 1")
+
+    def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
+                dtype: torch.dtype) -> torch.Tensor:
+        bits = torch.as_tensor(data.records[:, 0], dtype=torch.bool)
+        flip = torch.from_numpy(rng.random((trials, self.n)) >= self.keep_probability)
+        reports = torch.logical_xor(bits.unsqueeze(0), flip)
+        order = torch.from_numpy(rng.random((trials, self.n)).argsort(axis=1))
+        return torch.gather(reports, 1, order).to(dtype)

@@ -1,0 +1,1 @@
+"""Reports: JSON, Markdown and self-contained HTML renderings of a finished audit."""
