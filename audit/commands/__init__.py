@@ -1,5 +1,5 @@
 """One module per ``dpaudit`` subcommand; each exposes ``register(subparsers)``."""
 
-from audit.commands import listing
+from audit.commands import bound, listing
 
-REGISTRARS = [listing.register]
+REGISTRARS = [listing.register, bound.register]

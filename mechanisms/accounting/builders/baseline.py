@@ -1,0 +1,89 @@
+"""Claims of the Gaussian, Laplace and shuffled randomized-response mechanisms."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mechanisms.accounting.claims import Claim, profile_claim, register_claims
+from mechanisms.accounting.profiles import gaussian_log_delta, laplace_delta, laplace_epsilon
+from mechanisms.accounting.subsampling import shuffle_epsilon, shuffle_max_local_epsilon
+
+BALLE_WANG = "Balle & Wang 2018, Thm 8 (exact Gaussian profile)"
+LAPLACE = "Laplace profile [1 - exp((eps - eps0)/2)]_+ (THEORY.md 2.1, derived)"
+
+
+@register_claims("gaussian")
+def gaussian_claims(mech, index):
+    claims = []
+    for relation, factor in (("add-remove", 1.0), ("replace-one", 2.0)):
+        mu = factor * mech.sensitivity / mech.sigma
+        claims.append(profile_claim("gaussian-exact", BALLE_WANG, relation,
+                                    lambda e, mu=mu: gaussian_log_delta(e, mu)))
+    return claims
+
+
+@register_claims("laplace")
+def laplace_claims(mech, index):
+    claims = []
+    for relation, factor in (("add-remove", 1.0), ("replace-one", 2.0)):
+        # L1 sensitivity over scale, summed over coordinates by the L1 clipping
+        eps0 = factor * mech.sensitivity / mech.scale
+        claims.append(Claim("laplace-exact", LAPLACE, relation,
+                            epsilon_fn=lambda d, e0=eps0: float(laplace_epsilon(d, e0)),
+                            delta_fn=lambda e, e0=eps0: float(laplace_delta(e, e0))))
+    return claims
+
+
+def _rr_log_delta(epsilon0: float):
+    keep = 1.0 / (1.0 + math.exp(-epsilon0))
+
+    def log_delta(eps):
+        # E_{e^eps} between (p, 1-p) and (1-p, p): [p - e^eps (1 - p)]_+
+        with np.errstate(divide="ignore"):
+            return np.log(np.maximum(keep - np.exp(np.asarray(eps)) * (1 - keep), 0.0))
+    return log_delta
+
+
+@register_claims("shuffled-rr")
+def shuffled_rr_claims(mech, index):
+    local = profile_claim(
+        "local-randomized-response",
+        "randomized response profile; the shuffle is post-processing of the reports",
+        "replace-one", _rr_log_delta(mech.epsilon0))
+
+    def condition(epsilon, delta):
+        if delta is None:
+            return None
+        limit = shuffle_max_local_epsilon(n=mech.n, delta=delta)
+        if mech.epsilon0 > limit:
+            return (f"epsilon0 > log(n / (16 log(2/delta))) = {limit:.4g} "
+                    f"(epsilon0={mech.epsilon0}, n={mech.n}, delta={delta})")
+        return None
+
+    def delta_fn(eps: float) -> float:
+        # smallest delta whose shuffle bound is <= eps: shuffle_epsilon decreases in delta
+        def log_gap(log_delta):
+            values = [shuffle_epsilon(epsilon0=mech.epsilon0, n=mech.n, delta=math.exp(x))
+                      for x in np.atleast_1d(log_delta)]
+            return np.array(values)
+        low, high = -700.0, 0.0
+        if log_gap(high)[0] > eps:
+            return 1.0
+        for _ in range(80):
+            mid = 0.5 * (low + high)
+            if log_gap(mid)[0] <= eps:
+                high = mid
+            else:
+                low = mid
+        return math.exp(high)
+
+    shuffle = Claim(
+        "shuffle-amplification",
+        "Feldman, McMillan, Talwar 2021, Thm 3.1, explicit constants (THEORY.md 2.7 [check])",
+        "replace-one",
+        epsilon_fn=lambda d: shuffle_epsilon(epsilon0=mech.epsilon0, n=mech.n, delta=d),
+        delta_fn=delta_fn, condition=condition)
+    return [local, shuffle]
+

@@ -1,0 +1,137 @@
+"""Claims of DP-SGD and DP-LSSGD (last iterate; subsampled Gaussian accountants).
+
+Poisson sampling is analysed for add/remove neighbours (sensitivity of the
+averaged gradient ``L/m``), sampling without replacement for replace-one
+neighbours (sensitivity ``2L/m``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mechanisms.accounting import iteration
+from mechanisms.accounting.claims import Claim, not_applicable, rdp_claim, register_claims
+from mechanisms.accounting.lssgd import lssgd_claim_condition, lssgd_claim_epsilon
+from mechanisms.accounting.profiles import gaussian_epsilon
+from mechanisms.accounting.rdp import (
+    DEFAULT_ORDERS,
+    subsampled_gaussian_rdp,
+    without_replacement_gaussian_rdp,
+)
+from mechanisms.accounting.subsampling import amplify_by_subsampling
+
+MTZ = "Mironov, Talwar, Zhang 2019 (Poisson-subsampled Gaussian RDP), converted by CKS Prop. 12"
+WBK = "Wang, Balle, Kasiviswanathan 2019, Thm 9 (sampling without replacement), converted by CKS Prop. 12"
+NOTES = ("lecture notes: subsampling theorem (Balle et al. 2018) on the exact Gaussian step, "
+         "composed over T steps (basic composition)")
+BOUNDED = "Altschuler & Talwar 2022 technique (bounded domain, many steps; THEORY.md 2.4 [check])"
+LSSGD = "Wang et al. 2019 (DP-LSSGD), Thm 1, as stated in the paper"
+
+
+def _relation(mech) -> str:
+    return "add-remove" if mech.sampling == "poisson" else "replace-one"
+
+
+def _step_rdp(mech, orders, noise_std: float, steps: int):
+    """RDP of ``steps`` subsampled Gaussian steps with gradient noise ``noise_std``."""
+    L = mech.loss_function.lipschitz
+    if mech.sampling == "poisson":
+        return subsampled_gaussian_rdp(orders, sample_rate=mech.sample_rate,
+                                       noise_multiplier=noise_std * mech.batch_size / L, steps=steps)
+    return without_replacement_gaussian_rdp(orders, sample_rate=mech.sample_rate,
+                                            mu=2 * L / (mech.batch_size * noise_std), steps=steps)
+
+
+@register_claims("dp-sgd")
+def dpsgd_claims(mech, index):
+    return _sgd_claims(mech)
+
+
+def _sgd_claims(mech) -> list[Claim]:
+    loss = mech.loss_function
+    relation = _relation(mech)
+    name, cite = ("sgm-rdp", MTZ) if mech.sampling == "poisson" else ("wor-rdp", WBK)
+    if not math.isfinite(loss.lipschitz):
+        reason = f"the {loss.name} loss is not Lipschitz on K (domain={mech.domain!r})"
+        return [not_applicable(n, c, relation, reason)
+                for n, c in ((name, cite), ("subsampling-composition", NOTES), ("bounded-domain-rdp", BOUNDED))]
+    claims = [rdp_claim(name, cite, relation, DEFAULT_ORDERS,
+                        _step_rdp(mech, DEFAULT_ORDERS, mech.noise_std, mech.steps))]
+    factor = 1.0 if relation == "add-remove" else 2.0
+    mu_step = factor * loss.lipschitz / (mech.batch_size * mech.noise_std)
+    q, T = mech.sample_rate, mech.steps
+
+    def composed_epsilon(delta: float) -> float:
+        step_eps = float(gaussian_epsilon(delta / (T * q), mu_step))  # per-step delta * q * T = delta
+        return T * float(amplify_by_subsampling(step_eps, 0.0, q)[0])
+
+    def composed_delta(epsilon: float) -> float:
+        low, high = -745.0, 0.0  # bisection on log delta; composed_epsilon decreases in delta
+        if composed_epsilon(1.0) > epsilon:
+            return 1.0
+        for _ in range(60):
+            mid = 0.5 * (low + high)
+            low, high = (low, mid) if composed_epsilon(math.exp(mid)) <= epsilon else (mid, high)
+        return math.exp(high)
+
+    claims.append(Claim("subsampling-composition", NOTES, relation,
+                        epsilon_fn=composed_epsilon, delta_fn=composed_delta))
+    diameter = mech.domain_set.diameter(mech.dim)
+    smooth = loss.smoothness == 0 or mech.eta <= 2 / loss.smoothness
+    if not math.isfinite(diameter):
+        claims.append(not_applicable("bounded-domain-rdp", BOUNDED, relation, "K is unbounded (domain='whole')"))
+    elif not smooth:
+        claims.append(not_applicable("bounded-domain-rdp", BOUNDED, relation,
+                                     f"eta > 2/beta (eta={mech.eta}, beta={loss.smoothness:.6g})"))
+    else:
+        orders = np.arange(2.0, 129.0)
+        cache: dict[float, np.ndarray] = {}
+
+        def window_rdp(alphas, sigma2, horizon):
+            if sigma2 not in cache:
+                cache[sigma2] = _step_rdp(mech, alphas, sigma2, 1)
+            return horizon * cache[sigma2]
+
+        rdp = iteration.bounded_domain_rdp(orders, diameter=diameter, eta=mech.eta, sigma=mech.noise_std,
+                                           steps=mech.steps, step_rdp=window_rdp, splits=24)
+        claims.append(rdp_claim("bounded-domain-rdp", BOUNDED, relation, orders, rdp))
+    return claims
+
+
+@register_claims("dp-lssgd")
+def lssgd_claims(mech, index):
+    claims = _sgd_claims(mech)
+    accountant = claims[0].name
+    L = mech.loss_function.lipschitz
+    if not math.isfinite(L):
+        return claims + [not_applicable("lssgd-paper-thm1", LSSGD, _relation(mech),
+                                        claims[0].reason)]
+
+    def epsilon_fn(delta: float) -> float:
+        return lssgd_claim_epsilon(noise_std=mech.noise_std, delta=delta, steps=mech.steps,
+                                   n=mech.n, lipschitz=L)
+
+    def delta_fn(epsilon: float) -> float:
+        low, high = -745.0, 0.0
+        if epsilon_fn(1.0) > epsilon:
+            return 1.0
+        for _ in range(60):
+            mid = 0.5 * (low + high)
+            low, high = (low, mid) if epsilon_fn(math.exp(mid)) <= epsilon else (mid, high)
+        return math.exp(high)
+
+    def condition(epsilon, delta):
+        if delta is None:
+            return None
+        eps = epsilon_fn(delta) if epsilon is None else epsilon
+        if not lssgd_claim_condition(epsilon=eps, delta=delta, steps=mech.steps, n=mech.n,
+                                     batch_size=mech.batch_size):
+            return (f"Thm 1 assumes eps^2 <= 5 T log(1/delta) b^2 / n^2, violated at eps={eps:.4g} "
+                    f"(T={mech.steps}, b={mech.batch_size}, n={mech.n}, delta={delta})")
+        return None
+
+    claims.append(Claim("lssgd-paper-thm1", LSSGD, _relation(mech), epsilon_fn=epsilon_fn,
+                        delta_fn=delta_fn, condition=condition, compare_with=accountant))
+    return claims

@@ -1,0 +1,202 @@
+"""Claims: every theoretical bound a mechanism's parameters make applicable.
+
+A :class:`Claim` carries a name, a citation, the neighbouring relation it
+assumes, the canary index for per-index bounds, and two pure functions,
+``epsilon(delta)`` and ``delta(epsilon)``. A claim whose assumptions fail is
+kept, marked ``applicable=False`` with the reason, and never evaluated.
+
+Builders are registered per mechanism name (``register_claims``); the
+mechanisms call :func:`claims_for`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from mechanisms.accounting.conversions import cks_delta, cks_epsilon
+from mechanisms.accounting.profiles import bisect_decreasing
+
+__all__ = [
+    "Claim",
+    "RELATIONS",
+    "claims_for",
+    "evaluate_claims",
+    "not_applicable",
+    "profile_claim",
+    "rdp_claim",
+    "register_claims",
+]
+
+RELATIONS = ("replace-one", "add-remove")
+Builder = Callable[[Any, int | None], list["Claim"]]
+_BUILDERS: dict[str, Builder] = {}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Claim:
+    """One theoretical guarantee (an upper bound on privacy loss), or why it does not apply.
+
+    Attributes
+    ----------
+    name : str
+        Short identifier, stable across versions (used in JSON and verdicts).
+    citation : str
+        Paper, theorem and equation.
+    relation : str
+        ``"replace-one"`` or ``"add-remove"``.
+    applicable : bool
+        False when the parameters violate the bound's assumptions.
+    reason : str
+        Why the claim does not apply (empty when it does).
+    index : int or None
+        Canary position for per-index claims (1-based).
+    kind : str
+        ``"upper-bound"``, or ``"exact-instance"`` for the exact value of one
+        instance (a lower bound on the worst case, not a guarantee).
+    condition : callable or None
+        ``condition(epsilon, delta) -> reason or None``: assumptions that
+        depend on the point of evaluation.
+    compare_with : str or None
+        Name of an accountant for the same mechanism and noise: evaluation
+        notes when this claim is smaller (that accountant does not support it).
+    """
+
+    name: str
+    citation: str
+    relation: str
+    applicable: bool = True
+    reason: str = ""
+    index: int | None = None
+    kind: str = "upper-bound"
+    epsilon_fn: Callable[[float], float] | None = dataclasses.field(default=None, repr=False, compare=False)
+    delta_fn: Callable[[float], float] | None = dataclasses.field(default=None, repr=False, compare=False)
+    condition: Callable[[float | None, float | None], str | None] | None = dataclasses.field(
+        default=None, repr=False, compare=False)
+    compare_with: str | None = None
+
+    def epsilon(self, delta: float) -> float:
+        """``epsilon(delta)`` (rounded up); ``nan`` when not applicable."""
+        if not self.applicable or self.epsilon_fn is None:
+            return math.nan
+        return float(self.epsilon_fn(float(delta)))
+
+    def delta(self, epsilon: float) -> float:
+        """``delta(epsilon)``, capped at 1; ``nan`` when not applicable."""
+        if not self.applicable or self.delta_fn is None:
+            return math.nan
+        return float(min(max(self.delta_fn(float(epsilon)), 0.0), 1.0))
+
+    def evaluate(self, *, delta: float | None = None, epsilon: float | None = None) -> dict[str, Any]:
+        """The JSON entry of DESIGN.md: ``name, applicable, epsilon, delta, index`` and more."""
+        reason = self.reason
+        applicable = self.applicable
+        if applicable and self.condition is not None:
+            failed = self.condition(epsilon, delta)
+            if failed:
+                applicable, reason = False, failed
+        entry: dict[str, Any] = {
+            "name": self.name,
+            "citation": self.citation,
+            "relation": self.relation,
+            "kind": self.kind,
+            "applicable": applicable,
+            "reason": reason,
+            "index": self.index,
+            "epsilon": None,
+            "delta": None,
+            "notes": [],
+        }
+        if not applicable:
+            return entry
+        if delta is not None:
+            entry["delta"] = float(delta)
+            eps = self.epsilon(delta)
+            entry["epsilon"] = eps if math.isfinite(eps) else None
+            if not math.isfinite(eps):
+                entry["notes"].append("vacuous: no finite epsilon at this delta")
+        if epsilon is not None:
+            entry["epsilon"] = float(epsilon) if delta is None else entry["epsilon"]
+            value = self.delta(epsilon)
+            if delta is None:
+                entry["delta"] = value
+            entry["delta_at_epsilon"] = value
+            if value >= 1.0:
+                entry["notes"].append("vacuous: the bound is 1 (clamped) at this epsilon")
+        return entry
+
+
+def register_claims(name: str) -> Callable[[Builder], Builder]:
+    """Decorator registering the claim builder of mechanism ``name`` (no duplicates)."""
+    def wrap(builder: Builder) -> Builder:
+        if name in _BUILDERS:
+            raise ValueError(f"claims for {name!r} are already registered")
+        _BUILDERS[name] = builder
+        return builder
+    return wrap
+
+
+def claims_for(mechanism: Any, *, index: int | None = None) -> list[Claim]:
+    """Every claim for ``mechanism``'s parameters, at canary ``index`` (1-based).
+
+    ``index=None`` evaluates per-index claims at their worst index.
+    """
+    from mechanisms.accounting import builders  # noqa: F401  (registration)
+
+    n = getattr(mechanism, "n", None)
+    if index is not None and n is not None and not 1 <= int(index) <= n:
+        raise ValueError(f"index must be in 1..{n}, got index={index}")
+    builder = _BUILDERS.get(mechanism.name)
+    return [] if builder is None else builder(mechanism, index)
+
+
+def evaluate_claims(claims: list[Claim], *, delta: float | None = None,
+                    epsilon: float | None = None) -> list[dict[str, Any]]:
+    """Evaluate claims, noting paper claims that are smaller than their accountant."""
+    entries = [claim.evaluate(delta=delta, epsilon=epsilon) for claim in claims]
+    by_name = {entry["name"]: entry for entry in entries}
+    for claim, entry in zip(claims, entries):
+        other = by_name.get(claim.compare_with or "")
+        if not (entry["applicable"] and other and other["applicable"]):
+            continue
+        if delta is not None and entry["epsilon"] is not None and other["epsilon"] is not None:
+            if entry["epsilon"] < other["epsilon"]:
+                entry["notes"].append(
+                    f"smaller than the accountant {other['name']} for the same noise "
+                    f"(epsilon {other['epsilon']:.6g}): that accountant does not support the claim")
+                entry["below_accountant"] = True
+    return entries
+
+
+def not_applicable(name: str, citation: str, relation: str, reason: str,
+                   index: int | None = None) -> Claim:
+    """A claim whose assumptions fail, with the reason."""
+    return Claim(name, citation, relation, applicable=False, reason=reason, index=index)
+
+
+def rdp_claim(name: str, citation: str, relation: str, orders: np.ndarray, rdp: np.ndarray,
+              index: int | None = None, **extra: Any) -> Claim:
+    """A claim from an RDP curve, converted by Canonne-Kamath-Steinke Prop. 12 (min over orders)."""
+    orders = np.asarray(orders, dtype=float)
+    rdp = np.asarray(rdp, dtype=float)
+    return Claim(name, citation, relation, index=index,
+                 epsilon_fn=lambda d: cks_epsilon(d, orders, rdp),
+                 delta_fn=lambda e: cks_delta(e, orders, rdp), **extra)
+
+
+def profile_claim(name: str, citation: str, relation: str,
+                  log_delta: Callable[[np.ndarray], np.ndarray], index: int | None = None,
+                  upper: float = 500.0, **extra: Any) -> Claim:
+    """A claim from a log privacy profile ``log delta(eps)`` (non-increasing in eps)."""
+    def epsilon_fn(delta: float) -> float:
+        return float(bisect_decreasing(log_delta, np.array(math.log(delta)), np.array(upper)))
+
+    def delta_fn(epsilon: float) -> float:
+        return float(np.exp(np.minimum(log_delta(np.array(epsilon)), 0.0)))
+
+    return Claim(name, citation, relation, index=index, epsilon_fn=epsilon_fn,
+                 delta_fn=delta_fn, **extra)

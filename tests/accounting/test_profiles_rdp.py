@@ -1,0 +1,183 @@
+"""Exact profiles, RDP curves and conversions against golden values.
+
+Golden values come from independent sources: THEORY.md 2.1/2.3/2.6 (which
+quotes them), mpmath quadrature, and dp-accounting (a test-only dependency).
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mechanisms.accounting import conversions as conv
+from mechanisms.accounting import profiles, rdp
+
+
+# THEORY.md 2.1 golden values (Balle & Wang Thm 8 evaluated with mpmath by the theory notes)
+@pytest.mark.parametrize("eps, mu, expected", [
+    (0.0, 1.0, 0.382924922548),
+    (1.0, 1.0, 0.126936737507),
+    (2.0, 1.0, 0.0209236358211),
+    (1.0, 0.5, 0.00682959498311),
+])
+def test_gaussian_profile_golden(eps, mu, expected):
+    assert profiles.gaussian_delta(eps, mu) == pytest.approx(expected, rel=1e-10)
+
+
+def test_laplace_profile_golden_and_inverse():
+    assert profiles.laplace_delta(0.5, 1.0) == pytest.approx(0.221199216929, rel=1e-10)
+    assert profiles.laplace_epsilon(0.221199216929, 1.0) == pytest.approx(0.5, abs=1e-10)
+    assert profiles.laplace_delta(1.0, 1.0) == 0.0
+
+
+def _mp_gaussian_delta(eps, mu):
+    mpmath.mp.dps = 60
+    eps, mu = mpmath.mpf(eps), mpmath.mpf(mu)
+    return mpmath.ncdf(-eps / mu + mu / 2) - mpmath.exp(eps) * mpmath.ncdf(-eps / mu - mu / 2)
+
+
+@pytest.mark.parametrize("eps, mu", [(50.0, 3.0), (20.0, 1.0), (5.0, 0.3), (30.0, 2.0)])
+def test_gaussian_profile_tails_match_mpmath(eps, mu):
+    got = profiles.gaussian_log_delta(eps, mu)
+    expected = float(mpmath.log(_mp_gaussian_delta(eps, mu)))
+    assert got == pytest.approx(expected, rel=1e-9)
+
+
+def test_profiles_are_finite_at_extremes():
+    assert np.isfinite(profiles.gaussian_log_delta(50.0, 1.0))
+    assert profiles.gaussian_delta(50.0, 1.0) >= 0.0
+    eps = profiles.gaussian_epsilon(1e-300, 1.0)
+    assert np.isfinite(eps) and eps > 30
+    assert profiles.gaussian_log_delta(eps, 1.0) <= math.log(1e-300) + 1e-9
+    assert profiles.gaussian_delta(1.0, 0.0) == 0.0
+    assert profiles.gaussian_delta(1.0, np.inf) == 1.0
+
+
+def test_gaussian_epsilon_inverts_and_rounds_up():
+    for mu, delta in [(0.5, 1e-5), (1.0, 1e-5), (2.0, 1e-5), (1.0, 0.3)]:
+        eps = profiles.gaussian_epsilon(delta, mu)
+        assert profiles.gaussian_delta(eps, mu) <= delta  # rounded the safe way
+        assert profiles.gaussian_delta(eps - 1e-9, mu) > delta * (1 - 1e-6)
+    # THEORY.md 3.4 table: true eps at delta 1e-5
+    assert profiles.gaussian_epsilon(1e-5, 0.5) == pytest.approx(1.993, abs=1e-3)
+    assert profiles.gaussian_epsilon(1e-5, 1.0) == pytest.approx(4.377, abs=1e-3)
+    assert profiles.gaussian_epsilon(1e-5, 2.0) == pytest.approx(9.997, abs=1e-3)
+
+
+def test_laplace_rdp_matches_mironov_form():
+    alphas = np.array([1.5, 2.0, 3.0, 10.0])
+    eps0 = 0.7
+    expected = [math.log(a / (2 * a - 1) * math.exp((a - 1) * eps0)
+                         + (a - 1) / (2 * a - 1) * math.exp(-a * eps0)) / (a - 1) for a in alphas]
+    np.testing.assert_allclose(rdp.laplace_rdp(alphas, eps0), expected, rtol=1e-12)
+
+
+def test_subsampled_gaussian_matches_dp_accounting_integer_orders():
+    from dp_accounting.rdp import rdp_privacy_accountant as ref
+
+    orders = [2.0, 5.0, 50.0]
+    ours = rdp.subsampled_gaussian_rdp(orders, sample_rate=0.01, noise_multiplier=2.5, steps=50)
+    # dp_accounting: q=0.01, z=2.5, 50 steps, alpha in [2.5, 5, 50] -> [1.08548710e-3, 2.18075656e-3,
+    # 2.38460375e-2] (THEORY.md 2.6); integer orders agree exactly
+    np.testing.assert_allclose(ours[1:], [2.18075656e-3, 2.38460375e-2], rtol=1e-8)
+    np.testing.assert_allclose(
+        ours, 50 * ref._compute_rdp_poisson_subsampled_gaussian(0.01, 2.5, orders), rtol=1e-10)
+
+
+def test_subsampled_gaussian_fractional_order_matches_quadrature():
+    # A_alpha = E_{x~N(0,z^2)}[((1-q) + q exp((2x-1)/(2z^2)))^alpha] by mpmath quadrature
+    mpmath.mp.dps = 40
+    q, z, a = mpmath.mpf("0.01"), mpmath.mpf("2.5"), mpmath.mpf("2.5")
+    f = lambda x: mpmath.npdf(x, 0, z) * ((1 - q) + q * mpmath.exp((2 * x - 1) / (2 * z * z))) ** a
+    cut = z * z * mpmath.log(1 / q - 1) + 0.5
+    exact = float(50 * mpmath.log(mpmath.quad(f, [-mpmath.inf, -20, 0, cut, 20, 60, mpmath.inf])) / (a - 1))
+    ours = rdp.subsampled_gaussian_rdp([2.5], sample_rate=0.01, noise_multiplier=2.5, steps=50)[0]
+    assert ours == pytest.approx(exact, rel=1e-9)  # 1.0854180569e-3
+    # dp-accounting 0.6 adds the series terms without their signs: an upper bound (1.08548710e-3)
+    assert ours <= 1.08548710e-3
+
+
+def test_opacus_golden_epsilon():
+    # Opacus RDP accountant: q=0.04, z=1.5, T=2250, delta=1e-5 -> eps = 7.32911, with its orders
+    orders = np.array([1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)), dtype=float)
+    curve = rdp.subsampled_gaussian_rdp(orders, sample_rate=0.04, noise_multiplier=1.5, steps=2250)
+    assert conv.cks_epsilon(1e-5, orders, curve) == pytest.approx(7.32911, abs=2e-5)
+
+
+def test_subsampling_limits():
+    orders = np.array([1.5, 2.0, 8.0])
+    np.testing.assert_array_equal(rdp.subsampled_gaussian_rdp(orders, sample_rate=0.0, noise_multiplier=1.0), 0)
+    np.testing.assert_allclose(rdp.subsampled_gaussian_rdp(orders, sample_rate=1.0, noise_multiplier=2.0),
+                               rdp.gaussian_rdp(orders, 0.5))
+    np.testing.assert_array_equal(rdp.without_replacement_gaussian_rdp(orders, sample_rate=0.0, mu=1.0), 0)
+
+
+def test_without_replacement_is_wbk_thm9_and_bounds_dp_accounting():
+    from dp_accounting.rdp import rdp_privacy_accountant as ref
+
+    orders = [2, 3, 5, 10, 32, 300]
+    ours = rdp.without_replacement_gaussian_rdp(orders, sample_rate=0.1, mu=0.5)
+    theirs = ref._compute_rdp_sample_wor_gaussian(0.1, 2.0, orders)
+    # dp-accounting uses WBK's tighter Thm 27 below order 256, Thm 9 above; both agree at order 2
+    assert np.all(ours >= theirs * (1 - 1e-12))
+    np.testing.assert_allclose(ours[[0, -1]], theirs[[0, -1]], rtol=1e-9)
+    # fractional orders interpolate the CGF (an upper bound by convexity)
+    mid = rdp.without_replacement_gaussian_rdp([4.5], sample_rate=0.1, mu=0.5)[0]
+    low, high = rdp.without_replacement_gaussian_rdp([4.0, 5.0], sample_rate=0.1, mu=0.5)
+    assert mid * 3.5 == pytest.approx(0.5 * (3 * low + 4 * high))
+
+
+# THEORY.md 2.3: Gaussian mu=1, eps=1: exact 0.1269, optimal 0.2149, CKS 0.2468, Mironov 0.8825
+def test_conversion_golden_values():
+    orders = np.linspace(1.001, 20, 40_000)
+    curve = rdp.gaussian_rdp(orders, 1.0)
+    assert conv.mironov_delta(1.0, orders, curve) == pytest.approx(0.8825, abs=1e-4)
+    assert conv.cks_delta(1.0, orders, curve) == pytest.approx(0.2468, abs=1e-4)
+    best = min(conv.optimal_delta(1.0, a, a / 2) for a in np.linspace(1.5, 4.0, 26))
+    assert best == pytest.approx(0.2149, abs=1e-3)
+
+
+def test_conversions_invert_each_other():
+    orders = rdp.DEFAULT_ORDERS
+    curve = rdp.gaussian_rdp(orders, 0.8)
+    for delta in (1e-3, 1e-6):
+        eps = conv.cks_epsilon(delta, orders, curve)
+        assert conv.cks_delta(eps, orders, curve) == pytest.approx(delta, rel=1e-6)
+        eps = conv.mironov_epsilon(delta, orders, curve)
+        assert conv.mironov_delta(eps, orders, curve) == pytest.approx(delta, rel=1e-6)
+    eps = conv.optimal_epsilon(1e-3, 4.0, 2.0)
+    assert conv.optimal_delta(eps, 4.0, 2.0) <= 1e-3 * (1 + 1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(mu=st.floats(0.05, 4.0), delta_exp=st.floats(-12, -1))
+def test_every_conversion_is_at_least_the_exact_gaussian(mu, delta_exp):
+    delta = 10.0**delta_exp
+    exact = profiles.gaussian_epsilon(delta, mu)
+    orders = rdp.DEFAULT_ORDERS
+    curve = rdp.gaussian_rdp(orders, mu)
+    assert conv.cks_epsilon(delta, orders, curve) >= exact - 1e-9
+    assert conv.mironov_epsilon(delta, orders, curve) >= conv.cks_epsilon(delta, orders, curve) - 1e-9
+
+
+@settings(max_examples=8, deadline=None)
+@given(mu=st.floats(0.1, 3.0), delta_exp=st.floats(-10, -2), alpha=st.floats(1.5, 30.0))
+def test_optimal_conversion_is_between_exact_and_cks(mu, delta_exp, alpha):
+    delta = 10.0**delta_exp
+    optimal = conv.optimal_epsilon(delta, alpha, alpha * mu**2 / 2)
+    assert optimal >= profiles.gaussian_epsilon(delta, mu) - 1e-6
+    assert optimal <= conv.cks_epsilon(delta, [alpha], [alpha * mu**2 / 2]) + 1e-6
+
+
+@settings(max_examples=40, deadline=None)
+@given(mu=st.floats(0.01, 10.0), eps=st.lists(st.floats(0, 50), min_size=2, max_size=8))
+def test_gaussian_delta_falls_as_epsilon_grows(mu, eps):
+    grid = np.sort(np.array(eps))
+    values = profiles.gaussian_log_delta(grid, mu)
+    assert np.all(np.diff(values) <= 1e-12)
+    assert np.all(np.isfinite(values) | np.isneginf(values))
