@@ -1,0 +1,55 @@
+"""The statistical ceiling: what a threshold audit can certify with N trials (THEORY.md 3.4).
+
+When the score distributions are known (``FPR(t)`` and ``FNR(t)``), the
+ceiling is the bound computed from the *expected* counts at the best
+threshold, with Clopper-Pearson upper bounds at ``beta / 2`` per error rate.
+A report shows it next to the audit so that statistical slack can be told
+apart from attack weakness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from scipy.stats import norm
+
+from audit.confidence import check_confidence, check_delta, cp_upper
+from mechanisms.validation import check_int
+
+__all__ = ["gaussian_ceiling", "statistical_ceiling"]
+
+
+def statistical_ceiling(false_positive_rate: Callable[[np.ndarray], np.ndarray],
+                        false_negative_rate: Callable[[np.ndarray], np.ndarray],
+                        thresholds, *, trials: int, delta: float, confidence: float = 0.95) -> float:
+    """Best epsilon bound from expected counts over ``thresholds`` (oracle threshold).
+
+    Parameters
+    ----------
+    false_positive_rate, false_negative_rate : callable
+        ``t -> P[score(M(S)) >= t]`` and ``t -> P[score(M(S')) < t]``, vectorised.
+    thresholds : array_like
+        Grid searched for the oracle threshold.
+    trials : int
+        Trials per dataset.
+    """
+    trials = check_int("trials", trials, minimum=1)
+    delta = check_delta(delta)
+    beta = 1 - check_confidence(confidence)
+    grid = np.asarray(thresholds, dtype=float)
+    fp = np.round(false_positive_rate(grid) * trials)
+    fn = np.round(false_negative_rate(grid) * trials)
+    fpr_hi, fnr_hi = cp_upper(fp, trials, beta / 2), cp_upper(fn, trials, beta / 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        forward = np.log(np.maximum(1 - delta - fnr_hi, 0.0) / fpr_hi)
+        backward = np.log(np.maximum(1 - delta - fpr_hi, 0.0) / fnr_hi)
+    values = np.nan_to_num(np.maximum(forward, backward), nan=-np.inf)
+    return max(float(values.max()), 0.0)
+
+
+def gaussian_ceiling(mu: float, *, trials: int, delta: float, confidence: float = 0.95) -> float:
+    """The ceiling for scores ``N(0, 1)`` on ``S`` and ``N(mu, 1)`` on ``S'`` (THEORY.md 3.4 table)."""
+    grid = np.linspace(-6.0 - mu, mu + 9.0, 20_001)
+    return statistical_ceiling(lambda t: norm.sf(t), lambda t: norm.cdf(t - mu), grid,
+                               trials=trials, delta=delta, confidence=confidence)

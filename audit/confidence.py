@@ -1,0 +1,101 @@
+"""Clopper-Pearson bounds and the calibration/certification split.
+
+Every certified quantity in :mod:`audit.estimators` goes through these
+functions, so the failure probability is paid for in one place.
+
+References
+----------
+Clopper & Pearson 1934 (exact binomial intervals), via statsmodels
+``proportion_confint(method="beta")``: a one-sided upper bound at level
+``1 - b`` is the upper end of the two-sided interval at ``alpha = 2 b``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from statsmodels.stats.proportion import proportion_confint
+
+from mechanisms.errors import ParameterError
+
+__all__ = [
+    "check_confidence",
+    "check_delta",
+    "check_scores",
+    "cp_upper",
+    "error_counts",
+    "split_calibration",
+]
+
+
+def cp_upper(counts, trials: int, failure: float) -> np.ndarray:
+    """One-sided Clopper-Pearson upper bounds on proportions, each failing w.p. <= ``failure``."""
+    counts = np.asarray(counts, dtype=float)
+    _, upper = proportion_confint(counts, trials, alpha=2 * failure, method="beta")
+    upper = np.where(counts >= trials, 1.0, np.asarray(upper, dtype=float))
+    return np.nan_to_num(upper, nan=1.0)
+
+
+def error_counts(scores_a: np.ndarray, scores_b: np.ndarray, thresholds) -> tuple[np.ndarray, np.ndarray]:
+    """False positives ``#{a >= t}`` and false negatives ``#{b < t}`` for each threshold ``t``."""
+    sorted_a = np.sort(scores_a)
+    sorted_b = np.sort(scores_b)
+    thresholds = np.asarray(thresholds, dtype=float)
+    false_positives = sorted_a.size - np.searchsorted(sorted_a, thresholds, side="left")
+    false_negatives = np.searchsorted(sorted_b, thresholds, side="left")
+    return false_positives.astype(float), false_negatives.astype(float)
+
+
+def check_scores(name: str, scores) -> np.ndarray:
+    """A non-empty, finite, one-dimensional float array, or a ParameterError naming ``name``."""
+    try:
+        array = np.asarray(scores, dtype=float)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be numbers, got {type(scores).__name__}") from None
+    if array.ndim != 1:
+        raise ParameterError(f"{name} must be one score per trial (1-D), got shape {array.shape}")
+    if array.size == 0:
+        raise ParameterError(f"{name} must not be empty")
+    bad = ~np.isfinite(array)
+    if bad.any():
+        raise ParameterError(f"{name} must be finite, got {int(bad.sum())} NaN or infinite scores")
+    return array
+
+
+def check_delta(delta) -> float:
+    """``delta`` in [0, 1)."""
+    if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating)) or not 0 <= delta < 1:
+        raise ParameterError(f"delta must be in [0, 1), got delta={delta!r}")
+    return float(delta)
+
+
+def check_confidence(confidence) -> float:
+    """``confidence`` in (0, 1)."""
+    if (isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating))
+            or not 0 < confidence < 1):
+        raise ParameterError(f"confidence must be in (0, 1), got confidence={confidence!r}")
+    return float(confidence)
+
+
+def split_calibration(scores_a: np.ndarray, scores_b: np.ndarray, fraction: float,
+                      seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Randomly split both arrays into calibration and certification parts.
+
+    Returns ``(calibration_a, calibration_b, certify_a, certify_b)``. The
+    permutation is seeded, so the split is reproducible; the certification
+    parts are never used to choose anything.
+    """
+    if not 0 < fraction < 1:
+        raise ParameterError(f"calibration_fraction must be in (0, 1), got calibration_fraction={fraction}")
+    rng = np.random.default_rng(seed)
+    parts = []
+    for scores in (scores_a, scores_b):
+        order = rng.permutation(scores.size)
+        cut = int(math.floor(fraction * scores.size))
+        if cut < 1 or cut >= scores.size:
+            raise ParameterError(
+                f"calibration_fraction={fraction} leaves an empty part of {scores.size} scores")
+        parts.append((scores[order[:cut]], scores[order[cut:]]))
+    (cal_a, cert_a), (cal_b, cert_b) = parts
+    return cal_a, cal_b, cert_a, cert_b

@@ -1,0 +1,301 @@
+"""Certified lower bounds from two arrays of scores (THEORY.md section 3).
+
+Convention: scores are larger under ``S'`` (dataset B). For a threshold
+``t``: ``FPR = P[score(M(S)) >= t]``, ``FNR = P[score(M(S')) < t]``.
+``(eps, delta)``-DP implies ``FPR + e^eps FNR >= 1 - delta`` and
+``FNR + e^eps FPR >= 1 - delta``.
+
+Soundness. A threshold (or grid of thresholds) is always chosen on
+*calibration* scores that are not used for the bound: either the caller
+passes them (e.g. the calibration trials a fitted score was trained on), or
+the estimator splits the given scores itself with a seeded permutation.
+The failure probability ``beta = 1 - confidence`` is split by a union bound
+over both error rates and every threshold certified; the split is recorded
+in the result. Each estimator's statement holds at its own confidence
+(several estimators on the same scores are not simultaneous).
+
+Strategies: ``"split"`` certifies at the one threshold whose bound is
+largest on the calibration scores; ``"union"`` certifies at a grid of ``grid_size`` calibration quantiles,
+each at level ``beta / (2 * grid_size)``.
+
+References
+----------
+Jagielski, Ullman, Oprea 2020, "Auditing Differentially Private Machine
+Learning"; Nasr et al. 2021, "Adversary Instantiation" (threshold tests).
+Dong, Roth, Su 2022, "Gaussian Differential Privacy" (tradeoff of mu-GDP).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from scipy.stats import norm
+
+from audit.confidence import (
+    check_confidence,
+    check_delta,
+    check_scores,
+    cp_upper,
+    error_counts,
+    split_calibration,
+)
+from mechanisms.accounting.profiles import gaussian_epsilon
+from mechanisms.errors import ParameterError
+from mechanisms.validation import check_choice
+
+__all__ = [
+    "EpsilonBound",
+    "GDPBound",
+    "ProfileBound",
+    "STRATEGIES",
+    "epsilon_lower_bound",
+    "gdp_lower_bound",
+    "profile_lower_bound",
+]
+
+STRATEGIES = ("split", "union")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EpsilonBound:
+    """A certified lower bound on epsilon at ``delta``."""
+
+    epsilon_lower_bound: float
+    delta: float
+    confidence: float
+    method: str
+    threshold: float
+    direction: str
+    false_positive_rate_upper: float
+    false_negative_rate_upper: float
+    trials: dict[str, int]
+    failure_split: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GDPBound:
+    """A certified lower bound on mu (mu-GDP), and the epsilon it implies under that model."""
+
+    mu_lower_bound: float
+    confidence: float
+    method: str
+    threshold: float
+    trials: dict[str, int]
+    failure_split: dict[str, Any]
+    model_based_epsilon: float | None
+    model_based_delta: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProfileBound:
+    """Certified lower bounds ``delta_lb(eps)`` on an epsilon grid, simultaneous over the grid."""
+
+    epsilons: tuple[float, ...]
+    delta_lower_bounds: tuple[float, ...]
+    confidence: float
+    method: str
+    trials: dict[str, int]
+    failure_split: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# -- objectives on (FPR upper, FNR upper) ------------------------------------
+def _epsilon_objective(delta: float) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    def objective(fpr: np.ndarray, fnr: np.ndarray):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            forward = np.log(np.maximum(1 - delta - fnr, 0.0) / fpr)   # log((1 - delta - FNR) / FPR)
+            backward = np.log(np.maximum(1 - delta - fpr, 0.0) / fnr)  # log((1 - delta - FPR) / FNR)
+        forward = np.nan_to_num(forward, nan=-np.inf)
+        backward = np.nan_to_num(backward, nan=-np.inf)
+        return np.maximum(forward, backward), np.where(forward >= backward, 0, 1)
+    return objective
+
+
+def _mu_objective(fpr: np.ndarray, fnr: np.ndarray):
+    # mu-GDP: FNR >= Phi(Phi_inv(1 - FPR) - mu)  =>  mu >= Phi_inv(1 - FPR) - Phi_inv(FNR)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = norm.isf(fpr) - norm.ppf(fnr)
+    return np.nan_to_num(value, nan=-np.inf, posinf=np.inf), np.zeros(value.shape, dtype=int)
+
+
+_mu_objective.selection_level = 0.01  # see _choose_threshold
+
+
+# -- threshold choice on calibration scores ----------------------------------
+def _candidates(cal_a: np.ndarray, cal_b: np.ndarray, limit: int = 4000) -> np.ndarray:
+    pooled = np.unique(np.concatenate([cal_a, cal_b]))
+    if pooled.size > limit:
+        ranks = np.unique(np.concatenate([
+            np.linspace(0, pooled.size - 1, limit // 2),
+            np.geomspace(1, pooled.size, limit // 4) - 1,
+            pooled.size - np.geomspace(1, pooled.size, limit // 4),
+        ]).round().astype(int))
+        pooled = pooled[ranks]
+    return pooled
+
+
+def _choose_threshold(cal_a, cal_b, failure: float, objective) -> float:
+    """The candidate whose bound, certified on the calibration scores themselves, is largest.
+
+    Certifying on calibration penalises thresholds in thin tails where the
+    calibration counts are mostly noise (maximising raw rates there picks
+    lucky fluctuations). The epsilon bound lives in the tails and uses the
+    nominal level; the mu bound is best near the centre and uses a level 100
+    times stricter (``objective.selection_level``), which penalises thin tails
+    harder. Over 8 seeded audits of a mu = 1 Gaussian with 10^6 trials per
+    side this reached 0.975 of the oracle ceiling in epsilon and 0.995 in mu
+    on average. Only the choice changes: the bound is certified on other data.
+    """
+    candidates = _candidates(cal_a, cal_b)
+    fp, fn = error_counts(cal_a, cal_b, candidates)
+    level = failure * getattr(objective, "selection_level", 1.0)
+    values, _ = objective(cp_upper(fp, cal_a.size, level), cp_upper(fn, cal_b.size, level))
+    return float(candidates[int(np.argmax(values))])
+
+
+def _grid(cal_a, cal_b, size: int) -> np.ndarray:
+    """``size`` thresholds at log-spaced tail quantiles of both calibration arrays."""
+    half = max(size // 2, 1)
+    tails = np.geomspace(1.0 / max(cal_a.size, cal_b.size), 0.5, half)
+    grid = np.concatenate([np.quantile(cal_a, 1 - tails), np.quantile(cal_b, tails)])
+    return np.unique(grid)[:size]
+
+
+def _prepare(scores_a, scores_b, calibration, calibration_fraction, seed):
+    scores_a = check_scores("scores_a", scores_a)
+    scores_b = check_scores("scores_b", scores_b)
+    if calibration is None:
+        return split_calibration(scores_a, scores_b, calibration_fraction, seed)
+    if len(calibration) != 2:
+        raise ParameterError("calibration must be a pair (calibration_a, calibration_b)")
+    return (check_scores("calibration_a", calibration[0]), check_scores("calibration_b", calibration[1]),
+            scores_a, scores_b)
+
+
+def _thresholds(strategy, cal_a, cal_b, beta, grid_size, objective):
+    check_choice("threshold", strategy, STRATEGIES)
+    if strategy == "split":
+        return np.array([_choose_threshold(cal_a, cal_b, beta / 2, objective)])
+    if grid_size < 1:
+        raise ParameterError(f"grid_size must be >= 1, got grid_size={grid_size}")
+    return _grid(cal_a, cal_b, grid_size)
+
+
+def _trials(cal_a, cal_b, cert_a, cert_b) -> dict[str, int]:
+    return {"a": int(cert_a.size), "b": int(cert_b.size),
+            "calibration_a": int(cal_a.size), "calibration_b": int(cal_b.size)}
+
+
+def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float = 0.95,
+                        threshold: str = "split", calibration=None, calibration_fraction: float = 0.1,
+                        grid_size: int = 32, seed: int = 0) -> EpsilonBound:
+    """Certified lower bound on epsilon at ``delta`` (THEORY.md 3.1-3.2).
+
+    Parameters
+    ----------
+    scores_a, scores_b : array_like
+        Scores of trials on ``S`` and ``S'`` (larger under ``S'``).
+    delta : float
+        In [0, 1).
+    confidence : float
+        The bound holds with probability at least ``confidence``.
+    threshold : {"split", "union"}
+        How thresholds are chosen (see the module docstring).
+    calibration : (array_like, array_like), optional
+        Scores not used for the bound, to choose thresholds from. Without
+        them a ``calibration_fraction`` of each array is split off (seeded).
+    grid_size : int
+        Thresholds certified with ``threshold="union"``.
+
+    Returns
+    -------
+    EpsilonBound
+        ``epsilon_lower_bound >= 0``; 0 means nothing was shown.
+    """
+    delta = check_delta(delta)
+    beta = 1 - check_confidence(confidence)
+    cal_a, cal_b, cert_a, cert_b = _prepare(scores_a, scores_b, calibration, calibration_fraction, seed)
+    objective = _epsilon_objective(delta)
+    thresholds = _thresholds(threshold, cal_a, cal_b, beta, grid_size, objective)
+    per_rate = beta / (2 * thresholds.size)
+    fp, fn = error_counts(cert_a, cert_b, thresholds)
+    fpr_hi, fnr_hi = cp_upper(fp, cert_a.size, per_rate), cp_upper(fn, cert_b.size, per_rate)
+    values, directions = objective(fpr_hi, fnr_hi)
+    best = int(np.argmax(values))
+    # round down: a certified lower bound must never be overstated
+    bound = max(float(np.nextafter(values[best], -np.inf)), 0.0) if np.isfinite(values[best]) else 0.0
+    return EpsilonBound(
+        epsilon_lower_bound=bound, delta=delta, confidence=1 - beta,
+        method=f"clopper-pearson/{threshold}", threshold=float(thresholds[best]),
+        direction=("log((1-delta-FNR)/FPR)", "log((1-delta-FPR)/FNR)")[int(directions[best])],
+        false_positive_rate_upper=float(fpr_hi[best]), false_negative_rate_upper=float(fnr_hi[best]),
+        trials=_trials(cal_a, cal_b, cert_a, cert_b),
+        failure_split={"beta": beta, "rates": 2, "thresholds": int(thresholds.size), "per_rate": per_rate})
+
+
+def gdp_lower_bound(scores_a, scores_b, *, confidence: float = 0.95, delta: float | None = None,
+                    threshold: str = "split", calibration=None, calibration_fraction: float = 0.1,
+                    grid_size: int = 32, seed: int = 0) -> GDPBound:
+    """Certified lower bound on mu under mu-GDP (THEORY.md 3.3).
+
+    ``mu >= Phi_inv(1 - FPR_hi) - Phi_inv(FNR_hi)``, clamped at 0. With
+    ``delta`` it also reports the epsilon that mu-GDP implies at ``delta``
+    (THEORY.md 2.1): a *model-based* figure, valid only if the mechanism is
+    exactly Gaussian-like, labelled as such.
+    """
+    beta = 1 - check_confidence(confidence)
+    cal_a, cal_b, cert_a, cert_b = _prepare(scores_a, scores_b, calibration, calibration_fraction, seed)
+    thresholds = _thresholds(threshold, cal_a, cal_b, beta, grid_size, _mu_objective)
+    per_rate = beta / (2 * thresholds.size)
+    fp, fn = error_counts(cert_a, cert_b, thresholds)
+    values, _ = _mu_objective(cp_upper(fp, cert_a.size, per_rate), cp_upper(fn, cert_b.size, per_rate))
+    best = int(np.argmax(values))
+    mu = max(float(np.nextafter(values[best], -np.inf)), 0.0) if np.isfinite(values[best]) else 0.0
+    model_eps = None
+    if delta is not None:
+        model_eps = float(gaussian_epsilon(check_delta(delta), mu)) if delta > 0 else None
+    return GDPBound(
+        mu_lower_bound=mu, confidence=1 - beta, method=f"gdp-clopper-pearson/{threshold}",
+        threshold=float(thresholds[best]), trials=_trials(cal_a, cal_b, cert_a, cert_b),
+        failure_split={"beta": beta, "rates": 2, "thresholds": int(thresholds.size), "per_rate": per_rate},
+        model_based_epsilon=model_eps, model_based_delta=delta)
+
+
+def profile_lower_bound(scores_a, scores_b, *, epsilons, confidence: float = 0.95, calibration=None,
+                        calibration_fraction: float = 0.1, grid_size: int = 32, seed: int = 0) -> ProfileBound:
+    """Certified ``delta_lb(eps) = max_t (TPR_lo(t) - e^eps FPR_hi(t))`` on an epsilon grid.
+
+    Both directions are taken; the statements hold simultaneously over the
+    epsilon grid because they are functions of the same ``2 * grid_size``
+    one-sided bounds, each at level ``beta / (2 * grid_size)`` (THEORY.md 3.3).
+    """
+    beta = 1 - check_confidence(confidence)
+    grid_eps = np.atleast_1d(np.asarray(epsilons, dtype=float))
+    if grid_eps.size == 0 or not np.all(np.isfinite(grid_eps)) or np.any(grid_eps < 0):
+        raise ParameterError("epsilons must be finite numbers >= 0")
+    cal_a, cal_b, cert_a, cert_b = _prepare(scores_a, scores_b, calibration, calibration_fraction, seed)
+    thresholds = _grid(cal_a, cal_b, grid_size)
+    per_rate = beta / (2 * thresholds.size)
+    fp, fn = error_counts(cert_a, cert_b, thresholds)
+    fpr_hi, fnr_hi = cp_upper(fp, cert_a.size, per_rate), cp_upper(fn, cert_b.size, per_rate)
+    scale = np.exp(grid_eps)[:, None]
+    forward = (1 - fnr_hi)[None, :] - scale * fpr_hi[None, :]
+    backward = (1 - fpr_hi)[None, :] - scale * fnr_hi[None, :]
+    deltas = np.maximum(np.maximum(forward, backward).max(axis=1), 0.0)
+    return ProfileBound(
+        epsilons=tuple(float(e) for e in grid_eps), delta_lower_bounds=tuple(float(d) for d in deltas),
+        confidence=1 - beta, method="profile-clopper-pearson/union",
+        trials=_trials(cal_a, cal_b, cert_a, cert_b),
+        failure_split={"beta": beta, "rates": 2, "thresholds": int(thresholds.size), "per_rate": per_rate})
