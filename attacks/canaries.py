@@ -182,7 +182,10 @@ class CanarySpec:
         return data
 
     def _relation(self, mechanism: Mechanism) -> str:
-        if mechanism.n_records is None and self.pair in ("zero", "remove"):
+        # A zero record is an absent record for sum queries, and for Poisson-sampled
+        # DP-SGD, whose sum is divided by the fixed expected batch size.
+        absent = mechanism.n_records is None or getattr(mechanism, "sampling", None) == "poisson"
+        if absent and self.pair in ("zero", "remove"):
             return "add-remove"
         return "replace-one"
 

@@ -1,5 +1,5 @@
 """One module per ``dpaudit`` subcommand; each exposes ``register(subparsers)``."""
 
-from audit.commands import bound, estimate, listing
+from audit.commands import bound, estimate, listing, run
 
-REGISTRARS = [listing.register, bound.register, estimate.register]
+REGISTRARS = [listing.register, bound.register, estimate.register, run.register]

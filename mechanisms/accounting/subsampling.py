@@ -30,7 +30,11 @@ def amplify_by_subsampling(epsilon, delta, sample_rate: float):
     must be for the same relation).
     """
     eps = np.asarray(epsilon, dtype=float)
-    return np.log1p(sample_rate * np.expm1(eps)), sample_rate * np.asarray(delta, dtype=float)
+    with np.errstate(divide="ignore"):
+        # log(1 - q + q e^eps), stable for large eps
+        amplified = np.logaddexp(np.log1p(-sample_rate) if sample_rate < 1 else -np.inf,
+                                 np.log(sample_rate) + eps)
+    return np.maximum(amplified, 0.0), sample_rate * np.asarray(delta, dtype=float)
 
 
 def shuffle_max_local_epsilon(*, n: int, delta: float) -> float:

@@ -1,0 +1,79 @@
+"""``dpaudit run`` and ``dpaudit check``: run audits from TOML configs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from audit.cli import EXIT_OK, EXIT_VIOLATION, emit_json
+from audit.config import load_configs
+from audit.runner import RunOptions, run_audits
+from audit.verdict import combine
+
+
+def _summary(documents: list[dict[str, Any]]) -> None:
+    err = sys.stderr
+    err.write(f"{'audit':<18} {'title':<34} {'eps >=':>8} {'mu >=':>7} {'verdict':<12}\n")
+    for doc in documents:
+        emp = doc["empirical"]
+        err.write(f"{doc['audit_id']:<18} {doc['title'][:34]:<34} {emp['epsilon_lower_bound']:>8.4f} "
+                  f"{emp['mu_lower_bound']:>7.4f} {doc['verdict']:<12}\n")
+        err.write(f"{'':<18} {doc['verdict_reason'][:110]}\n")
+
+
+def _write_outputs(documents: list[dict[str, Any]], out: str) -> list[str]:
+    from reports.render import write_all
+
+    directory = Path(out)
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for doc in documents:
+        written.extend(str(p) for p in write_all(doc, directory))
+    return written
+
+
+def _run(args: argparse.Namespace, *, check: bool) -> int:
+    configs = load_configs(args.configs)
+    if args.trials is not None:
+        configs = [config.with_trials(args.trials) for config in configs]
+    show_progress = not args.quiet and (not args.json or sys.stderr.isatty())
+    options = RunOptions(store=args.store, workers=args.workers, backend=args.backend,
+                         scheduler=args.scheduler, progress=show_progress)
+    documents = run_audits(configs, options)
+    written = _write_outputs(documents, args.out) if args.out else []
+    if not args.quiet:
+        _summary(documents)
+        for path in written:
+            sys.stderr.write(f"wrote {path}\n")
+    if args.json:
+        if len(documents) == 1:
+            emit_json(documents[0])
+        else:
+            emit_json({"schema_version": documents[0]["schema_version"],
+                       "verdict": combine([d["verdict"] for d in documents]), "audits": documents})
+    violated = any(doc["verdict"] == "violation" for doc in documents)
+    return EXIT_VIOLATION if (check and violated) else EXIT_OK
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("configs", nargs="+", metavar="CONFIG", help="audit config files (TOML)")
+    parser.add_argument("--trials", type=int, help="trials per dataset (overrides [audit] trials)")
+    parser.add_argument("--workers", type=int, help="parallel workers (default: all cores)")
+    parser.add_argument("--backend", choices=("local", "dask"), default="local")
+    parser.add_argument("--scheduler", help="Dask scheduler address for --backend dask")
+    parser.add_argument("--store", default="dpaudit.sqlite", help="SQLite store (default dpaudit.sqlite)")
+    parser.add_argument("--out", help="directory for reports (JSON, Markdown, HTML)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    run = subparsers.add_parser("run", help="run audits, store them, write reports")
+    _add_arguments(run)
+    run.set_defaults(handler=lambda args: _run(args, check=False))
+    check = subparsers.add_parser("check", help="like run; exit 1 when a claim is violated")
+    _add_arguments(check)
+    check.set_defaults(handler=lambda args: _run(args, check=True))
+

@@ -1,0 +1,212 @@
+"""Audit configs in TOML: validation, defaults, sweeps and a stable hash.
+
+A config has an optional top-level ``title`` and the tables ``[mechanism]``
+(``name`` plus the mechanism's parameters), ``[canary]``, ``[attack]``,
+``[audit]`` and an optional ``[sweep]`` whose lists expand into one audit
+per combination. Configs are data: parsing never executes code.
+
+Errors are :class:`ConfigError` (a ``ParameterError``) naming the file, the
+table, the key and the value.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import numbers
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import mechanisms
+from attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
+from attacks.scores import SCORES
+from audit.estimators import STRATEGIES
+from mechanisms.errors import ParameterError
+
+__all__ = ["AuditConfig", "ConfigError", "load_configs", "parse_config", "code_version"]
+
+TABLES = ("mechanism", "canary", "attack", "audit", "sweep")
+AUDIT_DEFAULTS: dict[str, Any] = {
+    "trials": 100_000, "delta": 1e-5, "confidence": 0.95, "seed": 0, "threshold": "split",
+    "chunk_size": 10_000, "calibration_fraction": 0.1,
+}
+CANARY_DEFAULTS: dict[str, Any] = {
+    "kind": None, "index": None, "background": "zeros", "pair": "opposite", "direction": None, "seed": 0,
+}
+ATTACK_DEFAULTS: dict[str, Any] = {"score": "projection"}
+
+
+class ConfigError(ParameterError):
+    """An audit config is malformed; the message names table, key and value."""
+
+
+def code_version() -> str:
+    """The installed dpaudit version (part of every audit's identity)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dpaudit")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0+unknown"
+
+
+class AuditConfig:
+    """A validated, resolved audit (one combination of a sweep)."""
+
+    def __init__(self, resolved: dict[str, Any], source: str) -> None:
+        self.resolved = resolved
+        self.source = source
+        self.mechanism = mechanisms.make(resolved["mechanism"]["name"], **{
+            k: v for k, v in resolved["mechanism"].items() if k != "name"})
+        canary = dict(resolved["canary"])
+        self.canary = CanarySpec(**canary)
+        self.score = resolved["attack"]["score"]
+        self.audit = resolved["audit"]
+        self.title = resolved.get("title") or f"{self.mechanism.name} audit"
+
+    @property
+    def audit_id(self) -> str:
+        """Hash of the resolved config and the code version."""
+        canonical = json.dumps({"config": self.resolved, "code": code_version()}, sort_keys=True,
+                               separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    def with_trials(self, trials: int) -> "AuditConfig":
+        """The same audit with another trial count (``--trials``)."""
+        resolved = copy.deepcopy(self.resolved)
+        resolved["audit"]["trials"] = _check_audit_key("trials", trials, self.source)
+        return AuditConfig(resolved, self.source)
+
+
+def _fail(source: str, table: str, key: str, message: str) -> ConfigError:
+    where = f"[{table}] {key}" if key else f"[{table}]"
+    return ConfigError(f"{source}: {where}: {message}")
+
+
+def _check_audit_key(key: str, value: Any, source: str) -> Any:
+    def is_int(v):
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+    def is_real(v):
+        return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+    checks = {
+        "trials": (lambda v: is_int(v) and v >= 20, "an integer >= 20"),
+        "delta": (lambda v: is_real(v) and 0 <= v < 1, "a number in [0, 1)"),
+        "confidence": (lambda v: is_real(v) and 0 < v < 1, "a number in (0, 1)"),
+        "seed": (lambda v: is_int(v) and v >= 0, "a non-negative integer"),
+        "threshold": (lambda v: v in STRATEGIES, "one of " + ", ".join(repr(s) for s in STRATEGIES)),
+        "chunk_size": (lambda v: is_int(v) and v >= 1, "a positive integer"),
+        "calibration_fraction": (lambda v: is_real(v) and 0 < v < 0.5, "a number in (0, 0.5)"),
+    }
+    if key not in checks:
+        raise _fail(source, "audit", key, f"unknown key (valid: {', '.join(checks)})")
+    ok, expected = checks[key]
+    if not ok(value):
+        raise _fail(source, "audit", key, f"must be {expected}, got {key}={value!r}")
+    return value
+
+
+def _resolve(raw: dict[str, Any], source: str) -> dict[str, Any]:
+    unknown = [key for key in raw if key not in TABLES + ("title",)]
+    if unknown:
+        raise ConfigError(f"{source}: unknown table or key {unknown[0]!r} "
+                          f"(valid: title, {', '.join('[' + t + ']' for t in TABLES)})")
+    title = raw.get("title")
+    if title is not None and not isinstance(title, str):
+        raise ConfigError(f"{source}: title must be a string, got title={title!r}")
+    for table in TABLES:
+        if table in raw and not isinstance(raw[table], dict):
+            raise ConfigError(f"{source}: {table} must be a table [{table}], got {raw[table]!r}")
+    mechanism = dict(raw.get("mechanism", {}))
+    if "name" not in mechanism:
+        raise _fail(source, "mechanism", "name", f"missing (one of {', '.join(sorted(mechanisms.registered()))})")
+    canary = dict(CANARY_DEFAULTS)
+    for key, value in raw.get("canary", {}).items():
+        if key not in CANARY_DEFAULTS:
+            raise _fail(source, "canary", key, f"unknown key (valid: {', '.join(CANARY_DEFAULTS)})")
+        canary[key] = value
+    if canary["kind"] is not None and canary["kind"] not in CANARY_KINDS:
+        raise _fail(source, "canary", "kind", f"must be one of {', '.join(CANARY_KINDS)}, got kind={canary['kind']!r}")
+    if canary["pair"] not in PAIRS:
+        raise _fail(source, "canary", "pair", f"must be one of {', '.join(PAIRS)}, got pair={canary['pair']!r}")
+    attack = dict(ATTACK_DEFAULTS)
+    for key, value in raw.get("attack", {}).items():
+        if key not in ATTACK_DEFAULTS:
+            raise _fail(source, "attack", key, f"unknown key (valid: {', '.join(ATTACK_DEFAULTS)})")
+        attack[key] = value
+    if attack["score"] not in SCORES:
+        raise _fail(source, "attack", "score", f"must be one of {', '.join(SCORES)}, got score={attack['score']!r}")
+    audit = dict(AUDIT_DEFAULTS)
+    for key, value in raw.get("audit", {}).items():
+        audit[key] = _check_audit_key(key, value, source)
+    resolved = {"title": title, "mechanism": mechanism, "canary": canary, "attack": attack, "audit": audit}
+    return resolved
+
+
+def _expand_sweep(raw: dict[str, Any], source: str) -> list[dict[str, Any]]:
+    sweep = raw.get("sweep", {})
+    if not sweep:
+        return [raw]
+    keys, lists = [], []
+    for key, values in sweep.items():
+        if not isinstance(values, list) or not values:
+            raise _fail(source, "sweep", key, f"must be a non-empty list, got {key}={values!r}")
+        table, _, name = key.rpartition(".")
+        table = table or "mechanism"
+        if table not in ("mechanism", "canary", "attack", "audit"):
+            raise _fail(source, "sweep", key, "must name a mechanism parameter or table.key")
+        keys.append((table, name))
+        lists.append(values)
+    combos = []
+    for values in itertools.product(*lists):
+        variant = copy.deepcopy({k: v for k, v in raw.items() if k != "sweep"})
+        for (table, name), value in zip(keys, values):
+            variant.setdefault(table, {})[name] = value
+        combos.append(variant)
+    return combos
+
+
+def parse_config(raw: dict[str, Any], source: str = "<config>") -> list[AuditConfig]:
+    """Validate a parsed TOML document; one :class:`AuditConfig` per sweep combination."""
+    configs = []
+    for variant in _expand_sweep(raw, source):
+        resolved = _resolve(variant, source)
+        try:
+            config = AuditConfig(resolved, source)
+            config.canary.indices(config.mechanism)  # validates the index against n
+        except ParameterError as exc:
+            raise ConfigError(f"{source}: {_table_of(exc)}{exc}") from None
+        # fill the mechanism's defaults so the hash covers every parameter
+        resolved["mechanism"] = {"name": config.mechanism.name, **config.mechanism.params}
+        resolved["canary"]["direction"] = (list(config.canary.direction)
+                                           if config.canary.direction is not None else None)
+        configs.append(AuditConfig(resolved, source))
+    return configs
+
+
+def _table_of(exc: Exception) -> str:
+    text = str(exc)
+    if text.startswith("canary"):
+        return "[canary] "
+    return "[mechanism] "
+
+
+def load_configs(paths: list[str | Path]) -> list[AuditConfig]:
+    """Read and validate TOML files (``ConfigError`` for missing, unreadable or bad files)."""
+    configs: list[AuditConfig] = []
+    for path in paths:
+        file = Path(path)
+        if not file.is_file():
+            raise ConfigError(f"{path}: no such config file")
+        try:
+            raw = tomllib.loads(file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not a UTF-8 text file") from None
+        configs.extend(parse_config(raw, str(path)))
+    return configs

@@ -1,0 +1,214 @@
+"""Run audits in seeded chunks on joblib (local) or Dask, storing every finished chunk.
+
+Work is split into units ``(audit, canary index, side, part, chunk)``. Unit
+seeds are ``SeedSequence(seed, spawn_key=(index, side, part, chunk))``, so
+results depend on the root seed and the chunk size only, never on the
+number of workers, the backend or the order in which chunks finish.
+
+Phase 1 samples the calibration chunks (scores, or outputs when the score
+is fitted); phase 2 fits the scores; phase 3 samples and scores the
+certification chunks; phase 4 certifies and judges. A unit already in the
+store is never recomputed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from joblib import Parallel, delayed
+
+from attacks.canaries import CanaryPair
+from attacks.scores import ScoreFunction, fit_score
+from audit.config import AuditConfig, code_version
+from audit.core import calibration_trials
+from audit.results import build_document
+from audit.store import ChunkKey, Store
+from mechanisms.errors import DPAuditError, ParameterError
+
+__all__ = ["RunOptions", "run_audits"]
+
+_SIDES = {"a": 0, "b": 1}
+_PARTS = {"cal": 0, "cert": 1}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How to execute: workers, backend, store and progress."""
+
+    store: str = "dpaudit.sqlite"
+    workers: int | None = None
+    backend: str = "local"
+    scheduler: str | None = None
+    progress: bool = True
+
+
+@dataclasses.dataclass
+class _Plan:
+    config: AuditConfig
+    audit_id: str
+    pairs: dict[int, CanaryPair]
+    n_cal: int
+    n_cert: int
+    scorers: dict[int, ScoreFunction] = dataclasses.field(default_factory=dict)
+
+
+def _unit_seed(root: int, key: ChunkKey) -> np.random.SeedSequence:
+    index, side, part, chunk = key
+    return np.random.SeedSequence(root, spawn_key=(index, _SIDES[side], _PARTS[part], chunk))
+
+
+def _run_unit(number: int, pair: CanaryPair, key: ChunkKey, trials: int, root: int,
+              scorer: ScoreFunction | None, single_thread: bool) -> tuple[int, ChunkKey, np.ndarray, float]:
+    """Sample one chunk (and score it when a scorer is given); runs in a worker."""
+    import torch
+
+    if single_thread:
+        torch.set_num_threads(1)
+    start = time.perf_counter()
+    dataset = pair.dataset_a if key[1] == "a" else pair.dataset_b
+    outputs = pair.mechanism.sample(dataset, trials=trials, seed=_unit_seed(root, key))
+    values = outputs if scorer is None else scorer(outputs)
+    return number, key, values, time.perf_counter() - start
+
+
+def _chunks(total: int, size: int) -> list[int]:
+    return [min(size, total - k * size) for k in range(math.ceil(total / size))]
+
+
+def _fitted(plan: _Plan) -> bool:
+    return plan.config.score != "projection" and plan.config.score != "exact"
+
+
+@contextlib.contextmanager
+def _backend(options: RunOptions) -> Iterator[int]:
+    """Yield ``n_jobs`` inside the right joblib backend."""
+    workers = options.workers
+    if workers is not None and workers < 1:
+        raise ParameterError(f"workers must be >= 1, got workers={workers}")
+    if options.backend == "local":
+        yield workers or -1
+        return
+    if options.backend != "dask":
+        raise ParameterError(f"backend must be 'local' or 'dask', got backend={options.backend!r}")
+    if not options.scheduler:
+        raise ParameterError("backend 'dask' needs --scheduler ADDRESS (e.g. tcp://127.0.0.1:8786)")
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise DPAuditError("backend 'dask' needs the distributed extra: pip install 'dpaudit[distributed]'") from None
+    import joblib
+
+    try:
+        client = Client(options.scheduler, timeout=30)
+    except OSError as exc:
+        raise DPAuditError(f"cannot reach the Dask scheduler at {options.scheduler} ({exc})") from None
+    try:
+        with joblib.parallel_config(backend="dask"):
+            yield workers or -1
+    finally:
+        client.close()
+
+
+def _execute(tasks: list[tuple], store: Store, n_jobs: int, progress: bool, label: str,
+             audit_of: dict[int, str]) -> None:
+    """Run tasks ``(plan_number, pair, key, trials, root, scorer)``; store each chunk as it finishes."""
+    if not tasks:
+        return
+    from tqdm import tqdm
+
+    single_thread = n_jobs != 1
+    calls = (delayed(_run_unit)(number, pair, key, trials, root, scorer, single_thread)
+             for number, pair, key, trials, root, scorer in tasks)
+    with tqdm(total=len(tasks), desc=label, unit="chunk", disable=not progress, file=sys.stderr) as bar:
+        for number, key, values, seconds in Parallel(n_jobs=n_jobs, return_as="generator_unordered")(calls):
+            store.put_chunk(audit_of[number], key, values, seconds)
+            bar.update(1)
+
+
+def run_audits(configs: list[AuditConfig], options: RunOptions) -> list[dict[str, Any]]:
+    """Run every config (sharing the worker pool and the store); return one document each."""
+    started = time.perf_counter()
+    with Store(options.store) as store:
+        plans = []
+        for config in configs:
+            trials = config.audit["trials"]
+            n_cal = calibration_trials(trials, config.audit["calibration_fraction"])
+            pairs = {t or 0: config.canary.build(config.mechanism, t) for t in config.canary.indices(config.mechanism)}
+            plan = _Plan(config, config.audit_id, pairs, n_cal, trials - n_cal)
+            store.register_audit(plan.audit_id, config.title, config.resolved, code_version())
+            plans.append(plan)
+        audit_of = {number: plan.audit_id for number, plan in enumerate(plans)}
+        reused = {plan.audit_id: store.finished_chunks(plan.audit_id) for plan in plans}
+        computed = {plan.audit_id: 0 for plan in plans}
+        with _backend(options) as n_jobs:
+            calibration = _tasks(plans, "cal", reused)
+            for number, *_ in calibration:
+                computed[audit_of[number]] += 1
+            _execute(calibration, store, n_jobs, options.progress, "calibration", audit_of)
+            for plan in plans:
+                _fit_scores(plan, store)
+            certification = _tasks(plans, "cert", reused)
+            for number, *_ in certification:
+                computed[audit_of[number]] += 1
+            _execute(certification, store, n_jobs, options.progress, "certification", audit_of)
+        documents = []
+        for plan in plans:
+            document = build_document(plan.config, plan.pairs, _scores_of(plan, store),
+                                      timings={"seconds": time.perf_counter() - started,
+                                               "chunk_seconds": store.chunk_seconds(plan.audit_id),
+                                               "chunks_computed": computed[plan.audit_id],
+                                               "chunks_reused": len(reused[plan.audit_id])},
+                                      store=str(options.store))
+            store.put_result(plan.audit_id, document)
+            documents.append(document)
+    return documents
+
+
+def _tasks(plans: list[_Plan], part: str, reused: dict[str, set]) -> list[tuple]:
+    tasks = []
+    for number, plan in enumerate(plans):
+        total = plan.n_cal if part == "cal" else plan.n_cert
+        for index, pair in plan.pairs.items():
+            scorer = None
+            if part == "cert":
+                scorer = plan.scorers[index]
+            elif not _fitted(plan):
+                scorer = fit_score(plan.config.score, pair)
+            for side in ("a", "b"):
+                for chunk, trials in enumerate(_chunks(total, plan.config.audit["chunk_size"])):
+                    key = (index, side, part, chunk)
+                    if key not in reused[plan.audit_id]:
+                        tasks.append((number, pair, key, trials, plan.config.audit["seed"], scorer))
+    return tasks
+
+
+def _fit_scores(plan: _Plan, store: Store) -> None:
+    for index, pair in plan.pairs.items():
+        if _fitted(plan):
+            cal_a = store.get_chunks(plan.audit_id, index, "a", "cal")
+            cal_b = store.get_chunks(plan.audit_id, index, "b", "cal")
+            plan.scorers[index] = fit_score(plan.config.score, pair, cal_a, cal_b, seed=plan.config.audit["seed"])
+        else:
+            plan.scorers[index] = fit_score(plan.config.score, pair)
+
+
+def _scores_of(plan: _Plan, store: Store) -> dict[int, dict[str, np.ndarray]]:
+    scores = {}
+    for index in plan.pairs:
+        cal_a = store.get_chunks(plan.audit_id, index, "a", "cal")
+        cal_b = store.get_chunks(plan.audit_id, index, "b", "cal")
+        if _fitted(plan):
+            cal_a, cal_b = plan.scorers[index](cal_a), plan.scorers[index](cal_b)
+        scores[index] = {
+            "cal_a": cal_a, "cal_b": cal_b,
+            "cert_a": store.get_chunks(plan.audit_id, index, "a", "cert"),
+            "cert_b": store.get_chunks(plan.audit_id, index, "b", "cert"),
+        }
+    return scores

@@ -1,0 +1,79 @@
+"""The words of a report: the verdict sentence and the Markdown rendering."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["claims_rows", "markdown", "verdict_sentence"]
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def verdict_sentence(document: dict[str, Any]) -> str:
+    """One sentence in words: what was certified, at which confidence, against which claims."""
+    emp = document["empirical"]
+    where = "" if emp.get("index") is None else f" (strongest at canary index {emp['index']})"
+    indices = document.get("per_index", [])
+    scope = f" over {len(indices)} canary positions" if len(indices) > 1 else ""
+    shown = (f"With confidence {emp['confidence']:g}{scope}, epsilon is at least "
+             f"{emp['epsilon_lower_bound']:.3f} at delta = {emp['delta']:g}{where}, "
+             f"and mu (GDP) is at least {emp['mu_lower_bound']:.3f}.")
+    verdict = document["verdict"]
+    if verdict == "violation":
+        return shown + " This contradicts the claims " + ", ".join(document["violations"]) + "."
+    if verdict == "consistent":
+        return shown + " This is consistent with every applicable claim: " + document["verdict_reason"] + "."
+    return shown + " The audit is inconclusive: " + document["verdict_reason"] + "."
+
+
+def claims_rows(claims: list[dict[str, Any]], tightness: dict[str, Any]) -> list[list[str]]:
+    """Rows ``name, relation, applicable, epsilon, tightness, citation or reason``."""
+    rows = []
+    for claim in claims:
+        ratio = tightness.get(claim["name"])
+        rows.append([
+            claim["name"], claim["relation"], "yes" if claim["applicable"] else "no",
+            _fmt(claim["epsilon"]) if claim["applicable"] else "n/a",
+            _fmt(ratio, 3) if ratio is not None else "",
+            claim["citation"] if claim["applicable"] else f"not applicable: {claim['reason']}",
+        ])
+    return rows
+
+
+def _escape_md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def markdown(document: dict[str, Any]) -> str:
+    """The report in Markdown (user strings escaped)."""
+    lines = [f"# {_escape_md(document['title'])}", "", f"**Verdict: {document['verdict']}.** "
+             + _escape_md(verdict_sentence(document)), ""]
+    mech = document["mechanism"]
+    lines += ["## Configuration", "", f"- mechanism: `{_escape_md(mech['name'])}`",
+              "- parameters: " + ", ".join(f"`{_escape_md(k)}={_escape_md(v)}`" for k, v in mech["params"].items()),
+              f"- canary: {_escape_md(document['canary']['kind'])} ({document['canary']['relation']}), "
+              f"indices {document['canary']['indices']}",
+              f"- score: {_escape_md(document['attack']['score'])}; trials per dataset: {document['audit']['trials']}; "
+              f"threshold: {document['audit']['threshold']}", ""]
+    lines += ["## Claims", "", "| claim | relation | applicable | epsilon | tightness | source |",
+              "|---|---|---|---|---|---|"]
+    for row in claims_rows(document["claims"], document.get("tightness", {})):
+        lines.append("| " + " | ".join(_escape_md(cell) for cell in row) + " |")
+    if len(document.get("per_index", [])) > 1:
+        lines += ["", "## By canary index", "", "| index | epsilon >= | mu >= | verdict |", "|---|---|---|---|"]
+        for row in document["per_index"]:
+            emp = row["empirical"]
+            lines.append(f"| {row['index']} | {emp['epsilon_lower_bound']:.4f} | {emp['mu_lower_bound']:.4f} "
+                         f"| {row['verdict']} |")
+    timings = document["timings"]
+    lines += ["", "## Reproduction", "", f"- audit id `{document['audit_id']}`, seed {document['seed']}, "
+              f"dpaudit {document['code_version']}",
+              f"- {timings['seconds']:.1f} s wall, {timings.get('chunks_computed', 0)} chunks computed, "
+              f"{timings.get('chunks_reused', 0)} reused", ""]
+    return "\n".join(lines)
