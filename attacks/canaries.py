@@ -32,6 +32,10 @@ import numpy as np
 
 from mechanisms.base import Mechanism
 from mechanisms.dataset import Dataset
+from mechanisms.dpsgd import DPSGD
+from mechanisms.kernels import ProjectedKernel
+from mechanisms.sgd import PNSGD
+from mechanisms.shuffle import ShuffledRR
 from mechanisms.errors import ParameterError
 from mechanisms.validation import check_choice
 
@@ -39,7 +43,7 @@ __all__ = ["CANARY_KINDS", "PAIRS", "CanaryPair", "CanarySpec", "default_kind"]
 
 CANARY_KINDS = ("input", "gradient", "reset", "boundary")
 PAIRS = ("opposite", "zero", "remove")
-_GRADIENT_MECHANISMS = ("pnsgd", "multi-epoch-pnsgd", "dp-sgd", "dp-lssgd", "projected-kernel")
+_GRADIENT_MECHANISMS = (PNSGD, DPSGD, ProjectedKernel)  # subclasses (e.g. zoo variants) included
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
@@ -57,9 +61,9 @@ class CanaryPair:
 
 def default_kind(mechanism: Mechanism) -> str:
     """The tightest canary the toolkit knows for this mechanism."""
-    if mechanism.name == "projected-kernel":
+    if isinstance(mechanism, ProjectedKernel):
         return "reset"
-    if mechanism.name in _GRADIENT_MECHANISMS:
+    if isinstance(mechanism, _GRADIENT_MECHANISMS):
         return "gradient"
     return "input"
 
@@ -105,7 +109,7 @@ class CanarySpec:
     def indices(self, mechanism: Mechanism) -> list[int | None]:
         """The canary positions this spec asks for (``[None]`` for unordered mechanisms)."""
         n = mechanism.n_records
-        if n is None or mechanism.name == "shuffled-rr":
+        if n is None or isinstance(mechanism, ShuffledRR):
             return [None] if self.index in (None, "all") else [self._one(self.index, 10**9)]
         if self.index is None:
             return [n]
@@ -127,12 +131,12 @@ class CanarySpec:
     def build(self, mechanism: Mechanism, index: int | None) -> CanaryPair:
         """The neighbouring pair with the canary at ``index``."""
         kind = self.kind or default_kind(mechanism)
-        if kind == "reset" and mechanism.name != "projected-kernel":
+        if kind == "reset" and not isinstance(mechanism, ProjectedKernel):
             raise ParameterError(f"canary kind 'reset' needs mechanism 'projected-kernel', got {mechanism.name!r}")
-        if kind in ("gradient", "boundary") and mechanism.name not in _GRADIENT_MECHANISMS:
+        if kind in ("gradient", "boundary") and not isinstance(mechanism, _GRADIENT_MECHANISMS):
             raise ParameterError(
-                f"canary kind {kind!r} needs an iterative mechanism ({', '.join(_GRADIENT_MECHANISMS)}), "
-                f"got {mechanism.name!r}")
+                f"canary kind {kind!r} needs an iterative mechanism (pnsgd, multi-epoch-pnsgd, dp-sgd, "
+                f"dp-lssgd, projected-kernel), got {mechanism.name!r}")
         if self.pair == "remove" and mechanism.n_records is not None:
             raise ParameterError(
                 f"canary pair 'remove' changes the number of records, which {mechanism.name} fixes at "
@@ -144,7 +148,7 @@ class CanarySpec:
         background = self._background(mechanism)
         position = 1 if index is None else index
         u = self._unit(getattr(mechanism, "dim", mechanism.output_dim))
-        if mechanism.name == "shuffled-rr":
+        if isinstance(mechanism, ShuffledRR):
             return self._shuffle_pair(mechanism, background, position, kind)
         if kind in ("gradient", "boundary"):
             return self._gradient_pair(mechanism, background, position, u, kind, index)
@@ -167,7 +171,7 @@ class CanarySpec:
             return Dataset(np.zeros(shape))
         if self.background == "random":
             rng = np.random.default_rng(self.seed)
-            if mechanism.name == "shuffled-rr":
+            if isinstance(mechanism, ShuffledRR):
                 return Dataset(rng.integers(0, 2, shape).astype(float))
             records = rng.standard_normal(shape) / np.sqrt(shape[1])
             return Dataset(records)
@@ -190,13 +194,14 @@ class CanarySpec:
         return "replace-one"
 
     def _gradient_pair(self, mechanism, background, position, u, kind, index) -> CanaryPair:
-        scale = mechanism.shift if mechanism.name == "projected-kernel" else mechanism.loss_function.lipschitz
+        kernel = isinstance(mechanism, ProjectedKernel)
+        scale = mechanism.shift if kernel else mechanism.loss_function.lipschitz
         if not np.isfinite(scale):
             raise ParameterError(f"a gradient canary needs a finite Lipschitz constant, got L={scale}")
         data_a = background.inject(position, scale * u)
         data_b = background.inject(position, (-scale if self.pair == "opposite" else 0.0) * u)
         # PNSGD/DP-SGD steps subtract the gradient (larger under S'); kernels add the shift
-        direction = -u if mechanism.name == "projected-kernel" else u
+        direction = -u if kernel else u
         return CanaryPair(mechanism, data_a, data_b, direction, index, self._relation(mechanism), kind)
 
     def _input_pair(self, mechanism, background, position, u, kind, index) -> CanaryPair:
@@ -228,11 +233,11 @@ def _output_axis(mechanism: Mechanism, u: np.ndarray) -> np.ndarray:
 def _extreme_records(mechanism: Mechanism, u: np.ndarray, *, reset: bool) -> tuple[np.ndarray, np.ndarray, float]:
     """Records ``(x, x')`` at the ends of the record space, and the sign of ``direction = sign * u``."""
     name = mechanism.name
-    if name == "projected-kernel":
+    if isinstance(mechanism, ProjectedKernel):
         flag = 1.0 if reset else 0.0
         shift = mechanism.shift * u
         return np.append(shift, flag), np.append(-shift, flag), -1.0
-    if name in ("gaussian", "laplace"):
+    if name in ("gaussian", "laplace"):  # sum queries
         if name == "laplace":
             u = u / np.abs(u).sum()
         return mechanism.sensitivity * u, -mechanism.sensitivity * u, -1.0

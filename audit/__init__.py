@@ -1,1 +1,8 @@
-"""Audits: configs, the runner, the store, certified estimators and verdicts."""
+"""Audits: configs, the runner, the store, certified estimators, verdicts and regression tests.
+
+>>> from audit import assert_private, PrivacyViolation
+"""
+
+from audit.regression import PrivacyViolation, assert_private
+
+__all__ = ["PrivacyViolation", "assert_private"]

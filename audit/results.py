@@ -14,7 +14,7 @@ import numpy as np
 
 from attacks.canaries import CanaryPair
 from audit.config import AuditConfig, code_version
-from audit.core import certify_scores
+from audit.core import PROFILE_EPSILONS, certify_scores
 from audit.verdict import combine, judge
 from mechanisms.accounting.claims import evaluate_claims
 
@@ -68,7 +68,12 @@ def build_document(config: AuditConfig, pairs: dict[int, CanaryPair], scores: di
         results = certify_scores(part["cal_a"], part["cal_b"], part["cert_a"], part["cert_b"],
                                  delta=audit["delta"], confidence=per_index_confidence,
                                  threshold=audit["threshold"], seed=audit["seed"])
-        claims = evaluate_claims(config.mechanism.claims(index=pair.index), delta=audit["delta"])
+        claim_objects = config.mechanism.claims(index=pair.index)
+        claims = evaluate_claims(claim_objects, delta=audit["delta"])
+        for claim, entry in zip(claim_objects, claims):
+            if entry["applicable"]:
+                entry["profile"] = {"epsilons": list(PROFILE_EPSILONS),
+                                    "deltas": [claim.delta(e) for e in PROFILE_EPSILONS]}
         empirical = _empirical(results, audit["trials"])
         judged = judge(empirical["epsilon_lower_bound"], claims, pair.relation)
         per_index.append({

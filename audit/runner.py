@@ -27,16 +27,12 @@ from joblib import Parallel, delayed
 from attacks.canaries import CanaryPair
 from attacks.scores import ScoreFunction, fit_score
 from audit.config import AuditConfig, code_version
-from audit.core import calibration_trials
+from audit.core import calibration_trials, chunk_sizes, unit_seed
 from audit.results import build_document
 from audit.store import ChunkKey, Store
 from mechanisms.errors import DPAuditError, ParameterError
 
 __all__ = ["RunOptions", "run_audits"]
-
-_SIDES = {"a": 0, "b": 1}
-_PARTS = {"cal": 0, "cert": 1}
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RunOptions:
@@ -59,11 +55,6 @@ class _Plan:
     scorers: dict[int, ScoreFunction] = dataclasses.field(default_factory=dict)
 
 
-def _unit_seed(root: int, key: ChunkKey) -> np.random.SeedSequence:
-    index, side, part, chunk = key
-    return np.random.SeedSequence(root, spawn_key=(index, _SIDES[side], _PARTS[part], chunk))
-
-
 def _run_unit(number: int, pair: CanaryPair, key: ChunkKey, trials: int, root: int,
               scorer: ScoreFunction | None, single_thread: bool) -> tuple[int, ChunkKey, np.ndarray, float]:
     """Sample one chunk (and score it when a scorer is given); runs in a worker."""
@@ -73,13 +64,9 @@ def _run_unit(number: int, pair: CanaryPair, key: ChunkKey, trials: int, root: i
         torch.set_num_threads(1)
     start = time.perf_counter()
     dataset = pair.dataset_a if key[1] == "a" else pair.dataset_b
-    outputs = pair.mechanism.sample(dataset, trials=trials, seed=_unit_seed(root, key))
+    outputs = pair.mechanism.sample(dataset, trials=trials, seed=unit_seed(root, *key))
     values = outputs if scorer is None else scorer(outputs)
     return number, key, values, time.perf_counter() - start
-
-
-def _chunks(total: int, size: int) -> list[int]:
-    return [min(size, total - k * size) for k in range(math.ceil(total / size))]
 
 
 def _fitted(plan: _Plan) -> bool:
@@ -182,7 +169,7 @@ def _tasks(plans: list[_Plan], part: str, reused: dict[str, set]) -> list[tuple]
             elif not _fitted(plan):
                 scorer = fit_score(plan.config.score, pair)
             for side in ("a", "b"):
-                for chunk, trials in enumerate(_chunks(total, plan.config.audit["chunk_size"])):
+                for chunk, trials in enumerate(chunk_sizes(total, plan.config.audit["chunk_size"])):
                     key = (index, side, part, chunk)
                     if key not in reused[plan.audit_id]:
                         tasks.append((number, pair, key, trials, plan.config.audit["seed"], scorer))

@@ -109,11 +109,18 @@ class DPSGD(IterativeMechanism):
             for position, vector in injected.items():
                 table[position] = vector
         theta = self.start(trials, dtype)
+        # Poisson sampling with constant gradients: zero-gradient records add nothing to
+        # the sum, so only the others need their (independent) inclusion draws.
+        active = torch.nonzero(torch.linalg.vector_norm(table, dim=1) > 0).flatten() if constant else None
+        sparse = constant and self.sampling == "poisson" and active.numel() < self.n
         for _ in range(self.steps):
-            mask = self.batch_mask(trials, rng, dtype)
-            if constant:
-                gradient = mask @ table
+            if sparse:
+                included = noise.uniform((trials, active.numel()), rng) < self.sample_rate
+                gradient = included.to(dtype) @ table[active]
+            elif constant:
+                gradient = self.batch_mask(trials, rng, dtype) @ table
             else:
+                mask = self.batch_mask(trials, rng, dtype)
                 per_record = loss.gradient(theta.unsqueeze(1), records.unsqueeze(0))
                 for position, vector in injected.items():
                     per_record[:, position] = vector

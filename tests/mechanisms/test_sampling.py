@@ -268,3 +268,16 @@ def test_from_callable_wraps_a_user_function():
     assert out.shape == (TRIALS // 4, 1)
     assert_mean(out, 7.0, math.sqrt(2.0))
     np.testing.assert_array_equal(out, mech.sample(np.ones((7, 1)), trials=TRIALS // 4, seed=3))
+
+
+def test_poisson_canary_only_path_has_the_closed_form_law():
+    # zero background and one canary gradient L u: each step adds eta (B_t L / m + Z_t), B_t ~ Bern(q)
+    n, m, steps, eta, noise_std = 400, 20, 30, 0.5, 0.05
+    data = Dataset(np.zeros((n, 1))).inject(7, [1.0])
+    mech = make("dp-sgd", n=n, dim=1, batch_size=m, steps=steps, eta=eta, noise_std=noise_std, sampling="poisson")
+    out = mech.sample(data, trials=TRIALS, seed=21)
+    q = m / n
+    variance = eta**2 * steps * (q * (1 - q) / m**2 + noise_std**2)
+    assert_mean(out, -eta * steps * q / m, math.sqrt(variance))
+    # the sum of Bernoulli and Gaussian terms is close to Gaussian: kurtosis excess is small
+    assert_variance(out, variance, kurtosis_excess=0.5)

@@ -1,0 +1,91 @@
+"""Privacy regression tests: ``assert_private`` raises when an audit certifies a violation.
+
+A correct implementation fails such a test with probability at most
+``1 - confidence`` (the certified bound is a valid lower bound), so a suite
+of ``K`` audits has a controlled false-alarm rate: at most ``K (1 - confidence)``,
+or ``1 - confidence`` overall when the pytest plugin splits it (``--dp-audit-split``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from attacks.canaries import CanaryPair, CanarySpec
+from audit.core import audit_pair
+from mechanisms.base import Mechanism
+from mechanisms.dataset import as_dataset
+from mechanisms.errors import ParameterError
+from mechanisms.validation import check_real
+from mechanisms.wrapped import CallableMechanism
+
+__all__ = ["PrivacyViolation", "assert_private"]
+
+
+class PrivacyViolation(AssertionError):
+    """An audit certified that a mechanism is less private than claimed."""
+
+
+def _pair(mechanism: Mechanism, dataset_pair, canary: CanarySpec | None) -> tuple[CanaryPair, str]:
+    if dataset_pair is not None:
+        if len(dataset_pair) != 2:
+            raise ParameterError("dataset_pair must be a pair (S, S')")
+        a, b = (as_dataset(d) for d in dataset_pair)
+        # no canary direction is known: a Gaussian likelihood ratio fitted on calibration trials
+        return CanaryPair(mechanism, a, b, np.ones(mechanism.output_dim), None, "replace-one", "dataset-pair"), \
+            "gaussian"
+    if isinstance(mechanism, CallableMechanism):
+        raise ParameterError("assert_private needs dataset_pair=(S, S') for a mechanism wrapped with from_callable")
+    spec = canary or CanarySpec()
+    return spec.build(mechanism, spec.indices(mechanism)[-1]), "projection"
+
+
+def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, dataset_pair=None,
+                   canary: CanarySpec | None = None, trials: int = 100_000, confidence: float = 0.95,
+                   seed: int = 0, score: str | None = None) -> dict[str, Any]:
+    """Audit ``mechanism`` against the claim ``(epsilon, delta)``; raise if a violation is certified.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        A registered mechanism, or one wrapped with ``mechanisms.from_callable``.
+    epsilon, delta : float
+        The claimed guarantee.
+    dataset_pair : (array_like, array_like), optional
+        Neighbouring datasets ``(S, S')``; default: the mechanism's tightest canary
+        (:func:`attacks.canaries.default_kind`) at its last position.
+    trials : int
+        Trials per dataset (10% calibrate the threshold and any fitted score).
+    confidence : float
+        A correct mechanism fails with probability at most ``1 - confidence``.
+    score : str, optional
+        Default ``"projection"`` with a canary, ``"gaussian"`` with a dataset pair.
+
+    Returns
+    -------
+    dict
+        The certified bounds and the claim, when no violation is certified.
+
+    Raises
+    ------
+    PrivacyViolation
+        With the certified bound, the claim, the confidence and how to reproduce.
+    """
+    epsilon = check_real("epsilon", epsilon, nonnegative=True)
+    pair, default_score = _pair(mechanism, dataset_pair, canary)
+    chosen = score or default_score
+    result = audit_pair(pair, trials=trials, delta=delta, confidence=confidence, score=chosen, seed=seed)
+    bound = result["epsilon"].epsilon_lower_bound
+    summary = {
+        "mechanism": getattr(mechanism, "label", mechanism.name), "claimed_epsilon": epsilon, "delta": delta,
+        "epsilon_lower_bound": bound, "mu_lower_bound": result["gdp"].mu_lower_bound,
+        "confidence": confidence, "trials": trials, "seed": seed, "score": chosen, "violation": bound > epsilon,
+    }
+    if bound > epsilon:
+        raise PrivacyViolation(
+            f"{summary['mechanism']} is not ({epsilon:g}, {delta:g})-DP: certified epsilon >= {bound:.4f} "
+            f"at delta={delta:g} with confidence {confidence:g} ({trials} trials per dataset, score {chosen!r}, "
+            f"{pair.kind} canary, {pair.relation}). Reproduce with assert_private(..., trials={trials}, "
+            f"seed={seed}, confidence={confidence:g}).")
+    return summary

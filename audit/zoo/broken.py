@@ -1,0 +1,101 @@
+"""Broken mechanisms: each a realistic implementation bug in a subclass of a correct one.
+
+They are registered under their own names so configs can use them too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import torch
+
+from mechanisms import noise
+from mechanisms.base import param, register
+from mechanisms.dataset import Dataset
+from mechanisms.iterative import injected_rows
+from mechanisms.kernels import ProjectedKernel
+from mechanisms.losses import _clip_rows
+from mechanisms.sgd import PNSGD
+from mechanisms.shuffle import ShuffledRR
+
+__all__ = ["NoiselessLastStepKernel", "UnclippedPNSGD", "DeterministicStopPNSGD", "UnshuffledRR", "WrongFlipRR"]
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class NoiselessLastStepKernel(ProjectedKernel):
+    """Bug: the last step forgets its noise (``X_n = Pi_K(psi_n(X_{n-1}) + u_n)``)."""
+
+    name = "zoo-kernel-noiseless-last-step"
+    summary = "zoo bug: projected kernel whose last step adds no noise"
+
+    def _sample(self, data: Dataset, trials: int, rng: np.random.Generator, dtype: torch.dtype) -> torch.Tensor:
+        noisy = dataclasses.replace(self, n=self.n - 1) if self.n > 1 else None
+        x = (ProjectedKernel._sample(noisy, Dataset(data.records[:-1], {k: v for k, v in data.injected.items()
+                                                                         if k < self.n}), trials, rng, dtype)
+             if noisy is not None else self.start(trials, dtype))
+        shift = _clip_rows(torch.as_tensor(data.records[-1, : self.dim], dtype=dtype), self.shift)
+        return self.domain_set.project(x + shift)
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class UnclippedPNSGD(PNSGD):
+    """Bug: records are not clipped, so the linear loss is not ``L``-Lipschitz for large records."""
+
+    name = "zoo-pnsgd-unclipped"
+    summary = "zoo bug: PNSGD without clipping (loss not L-Lipschitz)"
+
+    def _sample(self, data: Dataset, trials: int, rng: np.random.Generator, dtype: torch.dtype) -> torch.Tensor:
+        records = torch.as_tensor(data.records, dtype=dtype)
+        injected = injected_rows(data, self.dim, dtype)
+        w = self.start(trials, dtype)
+        for step in range(self.n):
+            gradient = injected.get(step, records[step])  # linear loss: the raw record is the gradient
+            z = noise.draw(self.noise, (trials, self.dim), self.eta * self.noise_spread, rng, dtype)
+            w = self.domain_set.project(w - self.eta * gradient - z)
+        return w
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class DeterministicStopPNSGD(PNSGD):
+    """Bug: under the Stop-PNSGD claim, the stopping time is always ``n`` (not random)."""
+
+    name = "zoo-pnsgd-fixed-stop"
+    summary = "zoo bug: Stop-PNSGD whose stopping time is always n"
+
+    def active_window(self, trials: int, rng: np.random.Generator):
+        first, last = super().active_window(trials, rng)
+        return first, torch.full_like(last, self.n)
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class UnshuffledRR(ShuffledRR):
+    """Bug: the 'shuffle' keeps the users' order."""
+
+    name = "zoo-rr-unshuffled"
+    summary = "zoo bug: randomized response whose shuffle does not shuffle"
+
+    def _sample(self, data: Dataset, trials: int, rng: np.random.Generator, dtype: torch.dtype) -> torch.Tensor:
+        bits = torch.as_tensor(data.records[:, 0], dtype=torch.bool)
+        flip = torch.from_numpy(rng.random((trials, self.n)) >= self.keep_probability)
+        return torch.logical_xor(bits.unsqueeze(0), flip).to(dtype)
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class WrongFlipRR(ShuffledRR):
+    """Bug: the keep probability uses ``2 * eps0`` (``e^{2 eps0} / (1 + e^{2 eps0})``)."""
+
+    name = "zoo-rr-wrong-flip"
+    summary = "zoo bug: randomized response with the flip probability of 2*eps0"
+
+    wrong_factor: float = param(2.0, "factor applied to eps0 by mistake")
+
+    @property
+    def keep_probability(self) -> float:
+        return 1.0 / (1.0 + math.exp(-self.wrong_factor * self.epsilon0))

@@ -1,0 +1,58 @@
+"""The zoo: every bug whose true epsilon exceeds its claim by 30% is caught; correct twins never are.
+
+Each audit is at confidence 0.95, so a correct twin whose claim is exact
+(Laplace, randomized response) could be flagged with probability at most
+0.05 per seed; none is over the seeds below. Fixed seeds make runs repeatable.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from audit.cli import main
+from audit.zoo import VARIANTS, run_zoo
+
+CATCHABLE = [v for v in VARIANTS if v.buggy and v.true_epsilon is not None]
+
+
+@pytest.fixture(scope="module")
+def zoo_runs():
+    return {seed: run_zoo(seed=seed) for seed in (0, 1, 2)}
+
+
+def test_every_catchable_bug_is_caught(zoo_runs):
+    for seed, results in zoo_runs.items():
+        by_name = {r.name: r for r in results}
+        for variant in CATCHABLE:
+            result = by_name[variant.name]
+            if variant.true_epsilon >= 1.3 * result.claimed_epsilon:
+                assert result.caught, (seed, result)
+            assert result.trials <= 1_000_000 and result.seconds < 60
+
+
+def test_no_correct_variant_is_flagged(zoo_runs):
+    for seed, results in zoo_runs.items():
+        for result in results:
+            if not result.buggy:
+                assert not result.caught, (seed, result)
+                if result.true_epsilon is not None:  # the claims of the correct twins are valid
+                    assert result.claimed_epsilon >= result.true_epsilon - 1e-9
+
+
+def test_zoo_lists_the_issue_bugs():
+    names = {v.name for v in VARIANTS if v.buggy}
+    assert {"pnsgd-noise-eta-twice", "kernel-noiseless-last-step", "gaussian-sensitivity-L-not-2L",
+            "pnsgd-no-clipping", "stop-pnsgd-fixed-stop", "multi-epoch-one-epoch-claim", "laplace-scale-halved",
+            "shuffle-does-not-shuffle", "rr-wrong-flip-probability"} <= names
+    assert all(f"{name}:correct" in {v.name for v in VARIANTS} for name in names)
+
+
+def test_zoo_cli_json(capsys):
+    assert main(["zoo", "--json", "--only", "laplace", "rr-wrong"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert len(document["variants"]) == 4
+    for entry in document["variants"]:
+        assert {"name", "buggy", "caught", "epsilon_lower_bound", "claimed_epsilon", "trials", "seconds"} <= set(entry)
+        assert entry["caught"] == entry["buggy"]

@@ -1,0 +1,3 @@
+"""Test-suite configuration: pytester for the plugin tests."""
+
+pytest_plugins = ["pytester"]
