@@ -56,6 +56,23 @@ def _empirical(results: dict[str, Any], trials: int) -> dict[str, Any]:
     }
 
 
+def _exact(config: AuditConfig, pair: CanaryPair, audit: dict[str, Any], certified: int) -> dict[str, Any] | None:
+    """The exact value of a one-dimensional instance and its statistical ceiling (THEORY.md 3.4, 5)."""
+    from mechanisms.accounting.instances import NotExact, exact_ceiling, exact_epsilon
+
+    try:
+        value = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, audit["delta"])
+        ceiling = exact_ceiling(pair.mechanism, pair.dataset_a, pair.dataset_b, trials=certified,
+                                delta=audit["delta"], confidence=audit["confidence"])
+    except NotExact:
+        return None
+    claim = {"name": "exact-instance", "citation": "numerical E_gamma of this instance (THEORY.md 5, exact1d)",
+             "relation": pair.relation, "kind": "exact-instance", "applicable": True, "reason": "",
+             "index": pair.index, "epsilon": value if value != float("inf") else None, "delta": audit["delta"],
+             "notes": ["the exact value of this instance (a lower bound on the worst case), not a guarantee"]}
+    return {"claim": claim, "ceiling": ceiling}
+
+
 def build_document(config: AuditConfig, pairs: dict[int, CanaryPair], scores: dict[int, dict[str, np.ndarray]],
                    *, timings: dict[str, Any], store: str | None = None) -> dict[str, Any]:
     """Certify every canary position, evaluate claims and verdicts, and assemble the document."""
@@ -74,12 +91,16 @@ def build_document(config: AuditConfig, pairs: dict[int, CanaryPair], scores: di
             if entry["applicable"]:
                 entry["profile"] = {"epsilons": list(PROFILE_EPSILONS),
                                     "deltas": [claim.delta(e) for e in PROFILE_EPSILONS]}
+        exact = _exact(config, pair, audit, part["cert_a"].size)
+        if exact is not None:
+            claims.append(exact["claim"])
         empirical = _empirical(results, audit["trials"])
         judged = judge(empirical["epsilon_lower_bound"], claims, pair.relation)
         per_index.append({
             "index": pair.index, "empirical": empirical, "claims": claims, "verdict": judged["verdict"],
             "verdict_reason": judged["reason"], "violations": judged["violations"],
             "tightness": judged["tightness"], "distributions": distributions(part["cert_a"], part["cert_b"]),
+            "ceiling": exact["ceiling"] if exact else None,
         })
     top = max(per_index, key=lambda row: row["empirical"]["epsilon_lower_bound"])
     verdict = combine([row["verdict"] for row in per_index])

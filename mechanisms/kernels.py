@@ -89,6 +89,12 @@ class ProjectedKernel(IterativeMechanism):
     def record_dim(self) -> int:
         return self.dim + 1
 
+    def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
+        """Exact ``log p_B(x) - log p_A(x)`` for one-dimensional instances (``exact1d``)."""
+        from mechanisms.accounting.instances import log_likelihood_ratio
+
+        return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
+
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
                 dtype: torch.dtype) -> torch.Tensor:
         domain = self.domain_set

@@ -106,6 +106,12 @@ class PNSGD(IterativeMechanism):
             last = torch.from_numpy(rng.integers(1, self.n + 1, trials))
         return first, last
 
+    def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
+        """Exact ``log p_B(x) - log p_A(x)`` for one-dimensional affine instances (``exact1d``)."""
+        from mechanisms.accounting.instances import log_likelihood_ratio
+
+        return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
+
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
                 dtype: torch.dtype) -> torch.Tensor:
         loss = self.loss_function

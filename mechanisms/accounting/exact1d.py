@@ -1,0 +1,196 @@
+"""Exact privacy of one-dimensional projected iterations, by numerical propagation (THEORY.md 5).
+
+The law of the iterate on ``K = [a, b]`` is a density on a uniform grid of
+``cells + 1`` nodes plus atoms (point masses) at ``a``, ``b`` and, after a
+reset step, at the reset point. One step ``X <- Pi_K(rho X + m + N)``:
+
+1. the affine map moves atoms exactly and the density by interpolation
+   (``rho = 1`` is a translation: kernel positions shift, nothing is
+   interpolated);
+2. the noise ``N`` (Gaussian or Laplace) is convolved with the density by the
+   trapezoid rule through FFT (spectrally accurate for smooth kernels) and
+   with each atom in closed form;
+3. the mass beyond ``a`` and ``b`` is folded into the end atoms (closed form
+   with the noise CDF).
+
+On the whole line the grid covers the mass to within 1e-15 and no folding
+happens. ``E_gamma(P || Q) = sum_atoms [p - gamma q]_+ + int [p(x) - gamma q(x)]_+ dx``
+integrates the piecewise-linear positive part exactly between nodes. The
+discretisation error is estimated by recomputing on half the grid
+(``grid_error``) and tested against closed forms.
+
+References
+----------
+Asoodeh, Diaz, Calmon, "Contraction of E_gamma-divergence..." (E_gamma, Thm 3).
+Feldman et al. 2018, Alg. 1 (PNSGD).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+from scipy.signal import fftconvolve
+from scipy.special import ndtr
+
+__all__ = ["Law", "Step", "e_gamma", "exact_profile", "propagate"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Step:
+    """One step ``X <- Pi_K(rho * X + offset + N)``, ``N`` with std/scale ``spread``."""
+
+    offset: float
+    rho: float = 1.0
+    spread: float = 1.0
+
+
+@dataclasses.dataclass
+class Law:
+    """A density on ``nodes`` (values, not masses) plus atoms ``{position: mass}``."""
+
+    nodes: np.ndarray
+    density: np.ndarray
+    atoms: dict[float, float]
+
+    @property
+    def mass(self) -> float:
+        return float(np.trapezoid(self.density, self.nodes) + sum(self.atoms.values()))
+
+
+def _pdf(noise: str, x: np.ndarray, spread: float) -> np.ndarray:
+    if noise == "gaussian":
+        return np.exp(-0.5 * (x / spread) ** 2) / (spread * math.sqrt(2 * math.pi))
+    return np.exp(-np.abs(x) / spread) / (2 * spread)
+
+
+def _cdf(noise: str, x: np.ndarray, spread: float) -> np.ndarray:
+    if noise == "gaussian":
+        return ndtr(x / spread)
+    z = np.asarray(x, dtype=float) / spread
+    return np.where(z < 0, 0.5 * np.exp(np.minimum(z, 0)), 1 - 0.5 * np.exp(-np.maximum(z, 0)))
+
+
+def _weights(nodes: np.ndarray) -> np.ndarray:
+    h = nodes[1] - nodes[0]
+    w = np.full(nodes.size, h)
+    w[0] = w[-1] = h / 2
+    return w
+
+
+def propagate(law: Law, step: Step, *, noise: str, low: float, high: float) -> Law:
+    """One step of the iteration on ``[low, high]`` (``-inf``/``inf`` for the whole line)."""
+    nodes = law.nodes
+    h = nodes[1] - nodes[0]
+    rho, offset, spread = step.rho, step.offset, step.spread
+    # 1. the affine map y = rho x + offset
+    atoms = {rho * x + offset: m for x, m in law.atoms.items() if m > 0}
+    if rho == 0:
+        mass = float(np.trapezoid(law.density, nodes))
+        atoms[offset] = atoms.get(offset, 0.0) + mass
+        density = np.zeros_like(law.density)
+        shift = 0.0
+    elif rho == 1:
+        density, shift = law.density, offset  # a translation moves the kernel, not the density
+    else:
+        density = np.interp((nodes - offset) / rho, nodes, law.density, left=0.0, right=0.0) / rho
+        shift = 0.0
+    # 2. convolution with the noise (trapezoid rule through FFT) and atoms in closed form
+    weighted = density * _weights(nodes)
+    lags = np.arange(-(nodes.size - 1), nodes.size) * h
+    kernel = _pdf(noise, lags - shift, spread)
+    new_density = \
+        fftconvolve(weighted, kernel)[nodes.size - 1: 2 * nodes.size - 1]
+    for position, mass in atoms.items():
+        new_density = new_density + mass * _pdf(noise, nodes - position, spread)
+    new_atoms: dict[float, float] = {}
+    # 3. fold the mass beyond the ends into atoms at a and b
+    if math.isfinite(low):
+        below = float(np.sum(weighted * _cdf(noise, low - nodes - shift, spread)))
+        below += sum(m * float(_cdf(noise, low - p, spread)) for p, m in atoms.items())
+        new_atoms[low] = below
+        above = float(np.sum(weighted * (1 - _cdf(noise, high - nodes - shift, spread))))
+        above += sum(m * float(1 - _cdf(noise, high - p, spread)) for p, m in atoms.items())
+        new_atoms[high] = above
+    return Law(nodes, np.maximum(new_density, 0.0), new_atoms)
+
+
+def e_gamma(p: Law, q: Law, gamma: float) -> float:
+    """``sup_A P(A) - gamma Q(A)``: atoms exactly, the density part piecewise-linearly exact."""
+    total = 0.0
+    for position in set(p.atoms) | set(q.atoms):
+        total += max(p.atoms.get(position, 0.0) - gamma * q.atoms.get(position, 0.0), 0.0)
+    g = p.density - gamma * q.density
+    h = p.nodes[1] - p.nodes[0]
+    left, right = g[:-1], g[1:]
+    both = np.where((left >= 0) & (right >= 0), (left + right) * h / 2, 0.0)
+    # one sign change: the positive triangle has area h * pos^2 / (2 (|left| + |right|))
+    crossing = (left > 0) != (right > 0)
+    positive = np.maximum(left, right)
+    tri = np.where(crossing, h * positive**2 / (2 * (np.abs(left) + np.abs(right) + 1e-300)), 0.0)
+    return float(total + both.sum() + tri.sum())
+
+
+def _run(steps_a: list[Step], steps_b: list[Step], *, start: float, noise: str, low: float, high: float,
+         cells: int, stop: bool) -> tuple[list[Law], list[Law]]:
+    spread = max(max(s.spread for s in steps_a), 1e-300)
+    if math.isfinite(low):
+        lo, hi = low, high
+    else:
+        reach = sum(abs(s.offset) for s in steps_a + steps_b) + abs(start)
+        width = (40.0 if noise == "laplace" else 12.0) * spread * math.sqrt(len(steps_a)) + reach
+        lo, hi = start - width, start + width
+    nodes = np.linspace(lo, hi, cells + 1)
+    laws = []
+    for steps in (steps_a, steps_b):
+        law = Law(nodes, np.zeros(nodes.size), {float(start): 1.0})
+        history = []
+        for step in steps:
+            law = propagate(law, step, noise=noise, low=low, high=high)
+            history.append(law)
+        laws.append(_mixture(history) if stop else law)
+    return laws[0], laws[1]
+
+
+def _mixture(history: list[Law]) -> Law:
+    """The law of ``X_T`` with ``T`` uniform on ``1..n`` (random stopping)."""
+    n = len(history)
+    density = sum(law.density for law in history) / n
+    atoms: dict[float, float] = {}
+    for law in history:
+        for position, mass in law.atoms.items():
+            atoms[position] = atoms.get(position, 0.0) + mass / n
+    return Law(history[0].nodes, density, atoms)
+
+
+def exact_profile(steps_a: list[Step], steps_b: list[Step], epsilons, *, start: float = 0.0,
+                  noise: str = "gaussian", low: float = -math.inf, high: float = math.inf,
+                  cells: int = 4096, stop: bool = False) -> dict[str, np.ndarray]:
+    """``delta(eps) = max(E_{e^eps}(P||Q), E_{e^eps}(Q||P))`` of one instance, with a grid-error estimate.
+
+    Parameters
+    ----------
+    steps_a, steps_b : list of Step
+        The maps of the two neighbouring runs (they differ at the canary).
+    epsilons : array_like
+        Where to evaluate ``delta``.
+    cells : int
+        Grid cells; the error estimate reruns with ``cells // 2``.
+    stop : bool
+        Random stopping: the output is ``X_T`` with ``T`` uniform on ``1..n``.
+
+    Returns
+    -------
+    dict
+        ``epsilons``, ``delta``, ``grid_error`` (``|delta_N - delta_{N/2}|``).
+    """
+    grid = np.atleast_1d(np.asarray(epsilons, dtype=float))
+
+    def deltas(n_cells: int) -> np.ndarray:
+        p, q = _run(steps_a, steps_b, start=start, noise=noise, low=low, high=high, cells=n_cells, stop=stop)
+        return np.array([max(e_gamma(p, q, math.exp(e)), e_gamma(q, p, math.exp(e))) for e in grid])
+
+    fine = deltas(cells)
+    coarse = deltas(max(cells // 2, 16))
+    return {"epsilons": grid, "delta": np.clip(fine, 0.0, 1.0), "grid_error": np.abs(fine - coarse)}

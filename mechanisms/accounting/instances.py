@@ -1,0 +1,166 @@
+"""One-dimensional instances as affine steps, for the exact accountant (``exact1d``).
+
+``instance_steps(mechanism, dataset)`` turns a 1-D ``projected-kernel``,
+``pnsgd`` or ``multi-epoch-pnsgd`` run on a dataset into the maps
+``X <- Pi_K(rho X + offset + N)`` it applies, or raises
+:class:`NotExact` with the reason (the exact accountant covers translation,
+contraction and reset steps only).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from mechanisms.accounting.exact1d import Law, Step, _run, e_gamma
+from mechanisms.dataset import Dataset
+from mechanisms.errors import DPAuditError
+
+__all__ = ["NotExact", "exact_laws", "instance_steps", "log_likelihood_ratio"]
+
+CELLS = 4096
+
+
+class NotExact(DPAuditError):
+    """The instance is outside what the exact accountant computes (the message says why)."""
+
+
+def _interval(mech) -> tuple[float, float]:
+    if mech.domain == "box":
+        return float(mech.low), float(mech.high)
+    if mech.domain == "ball":
+        return -float(mech.radius), float(mech.radius)
+    return -math.inf, math.inf
+
+
+def _start(mech) -> float:
+    return float(mech.start(1, __import__("torch").float64)[0, 0])
+
+
+def instance_steps(mech, data: Dataset) -> tuple[list[Step], dict[str, Any]]:
+    """The affine steps of ``mech`` on ``data`` and the options of the propagation."""
+    if getattr(mech, "dim", None) != 1:
+        raise NotExact(f"the exact accountant is one-dimensional, got dim={getattr(mech, 'dim', None)}")
+    low, high = _interval(mech)
+    records = data.records
+    options: dict[str, Any] = {"low": low, "high": high, "start": _start(mech), "noise": mech.noise,
+                               "stop": False}
+    if mech.name == "projected-kernel":
+        spread = mech.noise_spread
+        center = 0.5 * (low + high) if math.isfinite(low) else 0.0
+        steps = []
+        for t in range(mech.n):
+            u = data.injected.get(t + 1, records[t, :1])[0]
+            u = float(np.clip(u, -mech.shift, mech.shift))
+            reset = records[t, 1] != 0 or mech.rho == 0.0
+            rho = 0.0 if reset else mech.rho
+            steps.append(Step(offset=center * (1 - rho) + u, rho=rho, spread=spread))
+        return steps, options
+    if mech.name not in ("pnsgd", "multi-epoch-pnsgd"):
+        raise NotExact(f"no exact accountant for mechanism {mech.name!r}")
+    if mech.variant == "skip":
+        raise NotExact("variant='skip' is not covered by the exact accountant")
+    options["stop"] = mech.variant == "stop"
+    loss = mech.loss_function
+    spread = mech.eta * mech.noise_spread
+    steps = []
+    for step in range(mech.steps):
+        position = step % mech.n
+        injected = data.injected.get(position + 1)
+        if injected is not None or loss.name == "linear":
+            gradient = float(injected[0]) if injected is not None else float(records[position, 0])
+            gradient = float(np.clip(gradient, -loss.lipschitz, loss.lipschitz))
+            steps.append(Step(offset=-mech.eta * gradient, rho=1.0, spread=spread))
+        elif loss.name == "quadratic":
+            centre = float(np.clip(records[position, 0], low, high))
+            rho = 1 - mech.eta * loss.smoothness
+            if not 0 <= rho <= 1:
+                raise NotExact(f"eta * beta must be in [0, 1] for an affine quadratic step, got {mech.eta * loss.smoothness}")
+            steps.append(Step(offset=mech.eta * loss.smoothness * centre, rho=rho, spread=spread))
+        else:
+            raise NotExact(f"the {loss.name} loss gives non-affine steps")
+    return steps, options
+
+
+def exact_laws(mech, data_a: Dataset, data_b: Dataset, cells: int = CELLS) -> tuple[Law, Law]:
+    """The laws of the output under ``S`` and ``S'``."""
+    steps_a, options = instance_steps(mech, data_a)
+    steps_b, _ = instance_steps(mech, data_b)
+    return _run(steps_a, steps_b, cells=cells, **options)
+
+
+def exact_delta_curve(mech, data_a: Dataset, data_b: Dataset, epsilons, cells: int = CELLS) -> np.ndarray:
+    """``delta(eps)`` of the instance (both directions) on a grid."""
+    p, q = exact_laws(mech, data_a, data_b, cells)
+    return np.array([max(e_gamma(p, q, math.exp(e)), e_gamma(q, p, math.exp(e)))
+                     for e in np.atleast_1d(epsilons)])
+
+
+def exact_epsilon(mech, data_a: Dataset, data_b: Dataset, delta: float, cells: int = CELLS) -> float:
+    """``eps(delta)`` of the instance: interpolation of ``log delta`` on a fine epsilon grid."""
+    grid = np.linspace(0.0, 30.0, 601)
+    curve = exact_delta_curve(mech, data_a, data_b, grid, cells)
+    if curve[0] <= delta:
+        return 0.0
+    below = np.nonzero(curve <= delta)[0]
+    if below.size == 0:
+        return math.inf
+    k = int(below[0])
+    x0, x1 = grid[k - 1], grid[k]
+    y0, y1 = math.log(max(curve[k - 1], 1e-300)), math.log(max(curve[k], 1e-300))
+    return float(x0 + (math.log(delta) - y0) * (x1 - x0) / (y1 - y0)) if y1 != y0 else float(x1)
+
+
+def _evaluate(law: Law, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Density at ``x`` and atom mass where ``x`` sits on an atom."""
+    density = np.interp(x, law.nodes, law.density, left=0.0, right=0.0)
+    atom = np.zeros_like(x)
+    for position, mass in law.atoms.items():
+        atom = np.where(np.isclose(x, position, rtol=0, atol=1e-12), mass, atom)
+    return density, atom
+
+
+def log_likelihood_ratio(mech, outputs: np.ndarray, data_a: Dataset, data_b: Dataset) -> np.ndarray:
+    """``log p_B(x) - log p_A(x)`` from the exact laws (atoms compared with atoms)."""
+    p, q = exact_laws(mech, data_a, data_b)
+    x = np.asarray(outputs, dtype=float)[:, 0]
+    dens_a, atom_a = _evaluate(p, x)
+    dens_b, atom_b = _evaluate(q, x)
+    on_atom = (atom_a > 0) | (atom_b > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(on_atom, np.log(atom_b) - np.log(atom_a), np.log(dens_b) - np.log(dens_a))
+    return np.nan_to_num(ratio, nan=0.0, posinf=700.0, neginf=-700.0)
+
+
+def exact_ceiling(mech, data_a: Dataset, data_b: Dataset, *, trials: int, delta: float,
+                  confidence: float = 0.95) -> float:
+    """The statistical ceiling of a likelihood-ratio threshold audit of this instance (THEORY.md 3.4)."""
+    from audit.ceiling import statistical_ceiling
+
+    p, q = exact_laws(mech, data_a, data_b)
+    weights = np.full(p.nodes.size, p.nodes[1] - p.nodes[0])
+    weights[[0, -1]] /= 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.nan_to_num(np.log(q.density) - np.log(p.density), nan=0.0, posinf=700.0, neginf=-700.0)
+    mass_a, mass_b = list(p.density * weights), list(q.density * weights)
+    values = list(ratio)
+    for position in set(p.atoms) | set(q.atoms):
+        a, b = p.atoms.get(position, 0.0), q.atoms.get(position, 0.0)
+        values.append(math.log(b / a) if a > 0 and b > 0 else (700.0 if b > 0 else -700.0))
+        mass_a.append(a)
+        mass_b.append(b)
+    values, mass_a, mass_b = np.array(values), np.array(mass_a), np.array(mass_b)
+    order = np.argsort(values)
+    values, mass_a, mass_b = values[order], mass_a[order] / mass_a.sum(), mass_b[order] / mass_b.sum()
+    tail_a = np.cumsum(mass_a[::-1])[::-1]  # P_A[ratio >= v_k]
+    below_b = np.concatenate([[0.0], np.cumsum(mass_b)[:-1]])  # P_B[ratio < v_k]
+    thresholds = values
+
+    def fpr(t):
+        return np.interp(t, thresholds, tail_a)
+
+    def fnr(t):
+        return np.interp(t, thresholds, below_b)
+    return statistical_ceiling(fpr, fnr, thresholds, trials=trials, delta=delta, confidence=confidence)
