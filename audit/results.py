@@ -56,14 +56,15 @@ def _empirical(results: dict[str, Any], trials: int) -> dict[str, Any]:
     }
 
 
-def _exact(config: AuditConfig, pair: CanaryPair, audit: dict[str, Any], certified: int) -> dict[str, Any] | None:
+def _exact(config: AuditConfig, pair: CanaryPair, audit: dict[str, Any], certified: int,
+           confidence: float) -> dict[str, Any] | None:
     """The exact value of a one-dimensional instance and its statistical ceiling (THEORY.md 3.4, 5)."""
     from mechanisms.accounting.instances import NotExact, exact_ceiling, exact_epsilon
 
     try:
         value = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, audit["delta"])
         ceiling = exact_ceiling(pair.mechanism, pair.dataset_a, pair.dataset_b, trials=certified,
-                                delta=audit["delta"], confidence=audit["confidence"])
+                                delta=audit["delta"], confidence=confidence)
     except NotExact:
         return None
     claim = {"name": "exact-instance", "citation": "numerical E_gamma of this instance (THEORY.md 5, exact1d)",
@@ -91,7 +92,7 @@ def build_document(config: AuditConfig, pairs: dict[int, CanaryPair], scores: di
             if entry["applicable"]:
                 entry["profile"] = {"epsilons": list(PROFILE_EPSILONS),
                                     "deltas": [claim.delta(e) for e in PROFILE_EPSILONS]}
-        exact = _exact(config, pair, audit, part["cert_a"].size)
+        exact = _exact(config, pair, audit, part["cert_a"].size, per_index_confidence)
         if exact is not None:
             claims.append(exact["claim"])
         empirical = _empirical(results, audit["trials"])

@@ -148,8 +148,16 @@ class Mechanism(abc.ABC):
         self.check_dataset(data)
         rng = make_rng(seed)
         dtype = _DTYPES[getattr(self, "dtype", "float64")]
-        with torch.no_grad():
-            out = self._sample(data, trials, rng, dtype)
+        # Sampling is bound by drawing noise, which NumPy does in its own threads
+        # (mechanisms.noise); torch's elementwise work gets one thread so the two
+        # do not compete for the cores.
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            with torch.no_grad():
+                out = self._sample(data, trials, rng, dtype)
+        finally:
+            torch.set_num_threads(threads)
         array = out.detach().cpu().numpy()
         return array.reshape(trials, self.output_dim)
 

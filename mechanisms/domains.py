@@ -29,6 +29,11 @@ class Domain:
     def diameter(self, dim: int) -> float:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def project_(self, w: torch.Tensor) -> torch.Tensor:
+        """Project ``w`` in place (rows of a ``(trials, dim)`` tensor) and return it."""
+        w.copy_(self.project(w))
+        return w
+
     def center(self, dim: int) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -58,6 +63,10 @@ class Ball(Domain):
     def diameter(self, dim: int) -> float:
         return 2.0 * self.radius
 
+    def project_(self, w: torch.Tensor) -> torch.Tensor:
+        norms = torch.linalg.vector_norm(w, dim=-1, keepdim=True)
+        return w.mul_(norms.clamp_(min=1e-300).reciprocal_().mul_(self.radius).clamp_(max=1.0))
+
     def center(self, dim: int) -> torch.Tensor:
         return torch.zeros(dim, dtype=torch.float64)
 
@@ -84,6 +93,9 @@ class Box(Domain):
     def diameter(self, dim: int) -> float:
         return (self.high - self.low) * math.sqrt(dim)
 
+    def project_(self, w: torch.Tensor) -> torch.Tensor:
+        return w.clamp_(min=self.low, max=self.high)
+
     def center(self, dim: int) -> torch.Tensor:
         return torch.full((dim,), 0.5 * (self.low + self.high), dtype=torch.float64)
 
@@ -105,6 +117,9 @@ class Whole(Domain):
 
     def diameter(self, dim: int) -> float:
         return math.inf
+
+    def project_(self, w: torch.Tensor) -> torch.Tensor:
+        return w
 
     def center(self, dim: int) -> torch.Tensor:
         return torch.zeros(dim, dtype=torch.float64)

@@ -105,13 +105,15 @@ class ProjectedKernel(IterativeMechanism):
             shifts[position] = _clip_rows(vector, self.shift)
         resets = (records[:, self.dim] != 0).tolist()
         x = self.start(trials, dtype)
+        numpy_dtype = np.float32 if dtype == torch.float32 else np.float64
+        source = noise.NoiseSteps(self.noise, (trials, self.dim), self.noise_spread, rng, numpy_dtype, self.n)
         for t in range(self.n):
-            z = noise.draw(self.noise, (trials, self.dim), self.noise_spread, rng, dtype)
+            z = source.next()
             if resets[t] or self.rho == 0.0:
-                base = center
+                x = z + center
             elif self.rho == 1.0:
-                base = x
+                x.add_(z)
             else:
-                base = center + self.rho * (x - center)
-            x = domain.project(z.add_(base).add_(shifts[t]))
+                x = (x - center).mul_(self.rho).add_(center).add_(z)
+            domain.project_(x.add_(shifts[t]))
         return x

@@ -33,6 +33,7 @@ from mechanisms.validation import check_choice, check_int, check_real
 __all__ = ["MultiEpochPNSGD", "PNSGD", "VARIANTS"]
 
 VARIANTS = ("plain", "skip", "stop")
+_NUMPY_DTYPE = {torch.float32: np.float32, torch.float64: np.float64}
 
 
 @register
@@ -122,18 +123,31 @@ class PNSGD(IterativeMechanism):
         first, last = self.active_window(trials, rng)
         masked = self.variant != "plain"
         step_noise = self.eta * self.noise_spread
+        constant = loss.name == "linear"
+        offsets = None
+        if constant and not masked:
+            # constant gradients: eta * g_t is added to step t's noise as it is drawn (in the noise thread)
+            rows = [injected.get((k - 1) % self.n, records[(k - 1) % self.n]) for k in range(1, self.steps + 1)]
+            offsets = (self.eta * torch.stack(rows)).numpy().astype(_NUMPY_DTYPE[dtype])
+        source = noise.NoiseSteps(self.noise, (trials, self.dim), step_noise, rng, _NUMPY_DTYPE[dtype],
+                                  self.steps, offsets)
         for step in range(1, self.steps + 1):
+            z = source.next()
+            if offsets is not None:
+                domain.project_(w.sub_(z))  # w <- Pi_K(w - eta * g_t - eta * sigma * Z)
+                continue
             position = (step - 1) % self.n
             gradient = injected.get(position)
             if gradient is None:
-                gradient = loss.gradient(w, records[position])
-            z = noise.draw(self.noise, (trials, self.dim), step_noise, rng, dtype)
-            updated = domain.project(w - self.eta * gradient - z)
+                gradient = records[position] if constant else loss.gradient(w, records[position])
             if masked:
+                updated = domain.project_(w - self.eta * gradient - z)
                 active = ((first <= step) & (step <= last)).unsqueeze(-1)
                 w = torch.where(active, updated, w)
             else:
-                w = updated
+                w.sub_(z)
+                w.sub_(gradient, alpha=self.eta)
+                domain.project_(w)
         return w
 
 

@@ -41,6 +41,8 @@ def _start(mech) -> float:
 
 def instance_steps(mech, data: Dataset) -> tuple[list[Step], dict[str, Any]]:
     """The affine steps of ``mech`` on ``data`` and the options of the propagation."""
+    if mech.name not in ("projected-kernel", "pnsgd", "multi-epoch-pnsgd"):
+        raise NotExact(f"no exact accountant for mechanism {mech.name!r}")
     if getattr(mech, "dim", None) != 1:
         raise NotExact(f"the exact accountant is one-dimensional, got dim={getattr(mech, 'dim', None)}")
     low, high = _interval(mech)
@@ -58,8 +60,6 @@ def instance_steps(mech, data: Dataset) -> tuple[list[Step], dict[str, Any]]:
             rho = 0.0 if reset else mech.rho
             steps.append(Step(offset=center * (1 - rho) + u, rho=rho, spread=spread))
         return steps, options
-    if mech.name not in ("pnsgd", "multi-epoch-pnsgd"):
-        raise NotExact(f"no exact accountant for mechanism {mech.name!r}")
     if mech.variant == "skip":
         raise NotExact("variant='skip' is not covered by the exact accountant")
     options["stop"] = mech.variant == "stop"

@@ -68,8 +68,13 @@ def test_fitted_scores_need_calibration_and_exact_needs_a_hook():
     pair = CanarySpec().build(mechanisms.make("pnsgd", n=3), 3)
     with pytest.raises(ParameterError, match="needs calibration trials"):
         fit_score("gaussian", pair)
-    with pytest.raises(ParameterError, match="'pnsgd' has none"):
-        fit_score("exact", pair)
+    with pytest.raises(ParameterError, match="'dp-sgd' has none"):
+        fit_score("exact", CanarySpec().build(mechanisms.make("dp-sgd", n=3, batch_size=1), 3))
+    from mechanisms.accounting.instances import NotExact
+
+    flat = CanarySpec().build(mechanisms.make("pnsgd", n=3, dim=2), 3)
+    with pytest.raises(NotExact, match="one-dimensional, got dim=2"):
+        fit_score("exact", flat)(np.zeros((4, 2)))
 
 
 def test_exact_score_of_the_gaussian_mechanism_matches_projection():
