@@ -28,7 +28,6 @@ Dong, Roth, Su 2022, "Gaussian Differential Privacy" (tradeoff of mu-GDP).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from typing import Any
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import sys
 import time
 from collections.abc import Iterator

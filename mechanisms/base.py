@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np

@@ -8,6 +8,7 @@ add/remove neighbours and ``2 * sensitivity`` between replace-one neighbours.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -33,9 +34,55 @@ def _clip(records: torch.Tensor, bound: float, order: int) -> torch.Tensor:
     return records * torch.clamp(bound / torch.clamp(norms, min=1e-300), max=1.0)
 
 
+class _SumQuery(Mechanism):
+    """A clipped sum plus noise; subclasses name the norm, the noise and its parameter."""
+
+    norm_order: ClassVar[int]
+    noise_kind: ClassVar[str]
+    spread_name: ClassVar[str]
+
+    @property
+    def spread(self) -> float:
+        return float(getattr(self, self.spread_name))
+
+    def validate(self) -> None:
+        check_int("dim", self.dim, minimum=1)
+        check_real("sensitivity", self.sensitivity, positive=True)
+        check_real(self.spread_name, getattr(self, self.spread_name), positive=True)
+        self.check_dtype()
+
+    @property
+    def output_dim(self) -> int:
+        return self.dim
+
+    @property
+    def record_dim(self) -> int:
+        return self.dim
+
+    @property
+    def n_records(self) -> None:
+        return None
+
+    def total(self, data: Dataset, dtype: torch.dtype) -> torch.Tensor:
+        """The clipped sum (injected vectors are clipped like records)."""
+        return _clip(_records(data, dtype), self.sensitivity, self.norm_order).sum(0)
+
+    def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
+                dtype: torch.dtype) -> torch.Tensor:
+        return noise.draw(self.noise_kind, (trials, self.dim), self.spread, rng, dtype).add_(self.total(data, dtype))
+
+    def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
+        """Exact ``log p_B(x) - log p_A(x)``: the optimal distinguisher (Neyman-Pearson)."""
+        mean_a, mean_b = (self.total(d, torch.float64).numpy() for d in (dataset_a, dataset_b))
+        x = np.asarray(outputs, dtype=float)
+        if self.norm_order == 2:  # Gaussian: squared distances over 2 sigma^2
+            return (((x - mean_a) ** 2).sum(1) - ((x - mean_b) ** 2).sum(1)) / (2 * self.spread**2)
+        return (np.abs(x - mean_a).sum(1) - np.abs(x - mean_b).sum(1)) / self.spread  # Laplace
+
+
 @register
 @dataclasses.dataclass(frozen=True)
-class GaussianMechanism(Mechanism):
+class GaussianMechanism(_SumQuery):
     """Sum of L2-clipped records plus ``N(0, sigma^2 I)`` noise.
 
     References
@@ -46,82 +93,24 @@ class GaussianMechanism(Mechanism):
 
     name = "gaussian"
     summary = "clipped sum plus Gaussian noise (exact privacy known)"
+    norm_order, noise_kind, spread_name = 2, "gaussian", "sigma"
 
     dim: int = param(1, "output dimension (columns of a record)")
     sensitivity: float = param(1.0, "L2 clipping norm of a record (add/remove sensitivity)")
     sigma: float = param(1.0, "standard deviation of the Gaussian noise")
     dtype: str = param("float64", "torch dtype of the computation: float32 or float64")
 
-    def validate(self) -> None:
-        check_int("dim", self.dim, minimum=1)
-        check_real("sensitivity", self.sensitivity, positive=True)
-        check_real("sigma", self.sigma, positive=True)
-        self.check_dtype()
-
-    @property
-    def output_dim(self) -> int:
-        return self.dim
-
-    @property
-    def record_dim(self) -> int:
-        return self.dim
-
-    @property
-    def n_records(self) -> None:
-        return None
-
-    def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
-                dtype: torch.dtype) -> torch.Tensor:
-        total = _clip(_records(data, dtype), self.sensitivity, 2).sum(0)
-        return noise.gaussian((trials, self.dim), self.sigma, rng, dtype).add_(total)
-
-    def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
-        """Exact ``log p_B(x) - log p_A(x)``: the optimal distinguisher (Neyman-Pearson)."""
-        mean_a, mean_b = (_clip(_records(d, torch.float64), self.sensitivity, 2).sum(0).numpy()
-                          for d in (dataset_a, dataset_b))
-        x = np.asarray(outputs, dtype=float)
-        return (((x - mean_a) ** 2).sum(1) - ((x - mean_b) ** 2).sum(1)) / (2 * self.sigma**2)
-
 
 @register
 @dataclasses.dataclass(frozen=True)
-class LaplaceMechanism(Mechanism):
+class LaplaceMechanism(_SumQuery):
     """Sum of L1-clipped records plus ``Lap(0, scale)`` noise per coordinate."""
 
     name = "laplace"
     summary = "clipped sum plus Laplace noise (exact privacy known)"
+    norm_order, noise_kind, spread_name = 1, "laplace", "scale"
 
     dim: int = param(1, "output dimension (columns of a record)")
     sensitivity: float = param(1.0, "L1 clipping norm of a record (add/remove sensitivity)")
     scale: float = param(1.0, "scale b of the Laplace noise")
     dtype: str = param("float64", "torch dtype of the computation: float32 or float64")
-
-    def validate(self) -> None:
-        check_int("dim", self.dim, minimum=1)
-        check_real("sensitivity", self.sensitivity, positive=True)
-        check_real("scale", self.scale, positive=True)
-        self.check_dtype()
-
-    @property
-    def output_dim(self) -> int:
-        return self.dim
-
-    @property
-    def record_dim(self) -> int:
-        return self.dim
-
-    @property
-    def n_records(self) -> None:
-        return None
-
-    def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
-                dtype: torch.dtype) -> torch.Tensor:
-        total = _clip(_records(data, dtype), self.sensitivity, 1).sum(0)
-        return noise.laplace((trials, self.dim), self.scale, rng, dtype).add_(total)
-
-    def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
-        """Exact ``log p_B(x) - log p_A(x)``: the optimal distinguisher (Neyman-Pearson)."""
-        mean_a, mean_b = (_clip(_records(d, torch.float64), self.sensitivity, 1).sum(0).numpy()
-                          for d in (dataset_a, dataset_b))
-        x = np.asarray(outputs, dtype=float)
-        return (np.abs(x - mean_a).sum(1) - np.abs(x - mean_b).sum(1)) / self.scale

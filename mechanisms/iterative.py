@@ -11,7 +11,7 @@ from mechanisms.base import Mechanism, param
 from mechanisms.dataset import Dataset
 from mechanisms.domains import Domain, make_domain
 from mechanisms.errors import ParameterError
-from mechanisms.validation import check_int
+from mechanisms.validation import check_choice, check_int, check_real
 
 __all__ = ["IterativeMechanism", "injected_rows"]
 
@@ -54,6 +54,20 @@ class IterativeMechanism(Mechanism):
                 f"init must be 'center', 'boundary' or a list of numbers, got init={self.init!r}")
         elif self.init == "boundary":
             domain.boundary_point(self.dim)
+
+    def check_noise(self) -> None:
+        """Validate ``noise`` and its parameter (``sigma`` for Gaussian, ``scale`` for Laplace)."""
+        check_choice("noise", self.noise, ("gaussian", "laplace"))
+        name = "sigma" if self.noise == "gaussian" else "scale"
+        value = getattr(self, name)
+        if value is None:
+            raise ParameterError(f"noise={self.noise!r} needs {name}, got {name}=None")
+        check_real(name, value, positive=True)
+
+    @property
+    def noise_spread(self) -> float:
+        """``sigma`` for Gaussian noise, ``scale`` for Laplace noise."""
+        return float(self.sigma if self.noise == "gaussian" else self.scale)
 
     @property
     def domain_set(self) -> Domain:

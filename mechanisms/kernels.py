@@ -55,17 +55,9 @@ class ProjectedKernel(IterativeMechanism):
 
     def validate(self) -> None:
         super().validate()
-        check_choice("noise", self.noise, ("gaussian", "laplace"))
         check_choice("step", self.step, STEPS)
         check_real("shift", self.shift, positive=True)
-        if self.noise == "gaussian":
-            if self.sigma is None:
-                raise ParameterError("noise='gaussian' needs sigma, got sigma=None")
-            check_real("sigma", self.sigma, positive=True)
-        else:
-            if self.scale is None:
-                raise ParameterError("noise='laplace' needs scale, got scale=None")
-            check_real("scale", self.scale, positive=True)
+        self.check_noise()
         factor = check_real("contraction", self.contraction, minimum=0.0, maximum=1.0)
         if self.step == "contraction" and factor >= 1.0:
             raise ParameterError(
@@ -75,11 +67,6 @@ class ProjectedKernel(IterativeMechanism):
     def rho(self) -> float:
         """Lipschitz factor of the non-reset steps."""
         return {"translation": 1.0, "contraction": float(self.contraction), "reset": 0.0}[self.step]
-
-    @property
-    def noise_spread(self) -> float:
-        """``sigma`` for Gaussian noise, ``scale`` for Laplace noise."""
-        return float(self.sigma if self.noise == "gaussian" else self.scale)
 
     @property
     def output_dim(self) -> int:

@@ -61,16 +61,8 @@ class PNSGD(IterativeMechanism):
     def validate(self) -> None:
         super().validate()
         check_real("eta", self.eta, positive=True)
-        check_choice("noise", self.noise, ("gaussian", "laplace"))
         check_choice("variant", self.variant, VARIANTS)
-        if self.noise == "gaussian":
-            if self.sigma is None:
-                raise ParameterError("noise='gaussian' needs sigma, got sigma=None")
-            check_real("sigma", self.sigma, positive=True)
-        else:
-            if self.scale is None:
-                raise ParameterError("noise='laplace' needs scale, got scale=None")
-            check_real("scale", self.scale, positive=True)
+        self.check_noise()
         self.loss_function  # validates loss, lipschitz, smoothness
 
     @property
@@ -78,11 +70,6 @@ class PNSGD(IterativeMechanism):
         """The loss with its constants ``L``, ``beta``, ``lambda`` on ``K``."""
         return make_loss(self.loss, dim=self.dim, lipschitz=self.lipschitz,
                          domain=self.domain_set, smoothness=self.smoothness)
-
-    @property
-    def noise_spread(self) -> float:
-        """``sigma`` for Gaussian noise, ``scale`` for Laplace noise."""
-        return float(self.sigma if self.noise == "gaussian" else self.scale)
 
     @property
     def steps(self) -> int:

@@ -26,6 +26,7 @@ __all__ = [
     "RELATIONS",
     "claims_for",
     "evaluate_claims",
+    "delta_for_epsilon",
     "not_applicable",
     "profile_claim",
     "rdp_claim",
@@ -170,6 +171,21 @@ def evaluate_claims(claims: list[Claim], *, delta: float | None = None,
                     f"(epsilon {other['epsilon']:.6g}): that accountant does not support the claim")
                 entry["below_accountant"] = True
     return entries
+
+
+def delta_for_epsilon(epsilon_fn: Callable[[float], float], epsilon: float, iterations: int = 60) -> float:
+    """Smallest ``delta`` with ``epsilon_fn(delta) <= epsilon``, for ``epsilon_fn`` decreasing in delta.
+
+    Bisection on ``log delta`` in ``[-745, 0]``, rounded up (the returned delta
+    is never below the true one); 1 when even ``delta = 1`` does not reach ``epsilon``.
+    """
+    if epsilon_fn(1.0) > epsilon:
+        return 1.0
+    low, high = -745.0, 0.0
+    for _ in range(iterations):
+        mid = 0.5 * (low + high)
+        low, high = (low, mid) if epsilon_fn(math.exp(mid)) <= epsilon else (mid, high)
+    return math.exp(high)
 
 
 def not_applicable(name: str, citation: str, relation: str, reason: str,

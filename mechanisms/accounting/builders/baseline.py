@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from mechanisms.accounting.claims import Claim, profile_claim, register_claims
+from mechanisms.accounting.claims import Claim, delta_for_epsilon, profile_claim, register_claims
 from mechanisms.accounting.profiles import gaussian_log_delta, laplace_delta, laplace_epsilon
 from mechanisms.accounting.subsampling import shuffle_epsilon, shuffle_max_local_epsilon
 
@@ -62,28 +62,14 @@ def shuffled_rr_claims(mech, index):
                     f"(epsilon0={mech.epsilon0}, n={mech.n}, delta={delta})")
         return None
 
-    def delta_fn(eps: float) -> float:
-        # smallest delta whose shuffle bound is <= eps: shuffle_epsilon decreases in delta
-        def log_gap(log_delta):
-            values = [shuffle_epsilon(epsilon0=mech.epsilon0, n=mech.n, delta=math.exp(x))
-                      for x in np.atleast_1d(log_delta)]
-            return np.array(values)
-        low, high = -700.0, 0.0
-        if log_gap(high)[0] > eps:
-            return 1.0
-        for _ in range(80):
-            mid = 0.5 * (low + high)
-            if log_gap(mid)[0] <= eps:
-                high = mid
-            else:
-                low = mid
-        return math.exp(high)
+    def shuffle_bound(delta: float) -> float:
+        return shuffle_epsilon(epsilon0=mech.epsilon0, n=mech.n, delta=delta)
 
     shuffle = Claim(
         "shuffle-amplification",
         "Feldman, McMillan, Talwar 2021, Thm 3.1, explicit constants (THEORY.md 2.7 [check])",
         "replace-one",
-        epsilon_fn=lambda d: shuffle_epsilon(epsilon0=mech.epsilon0, n=mech.n, delta=d),
-        delta_fn=delta_fn, condition=condition)
+        epsilon_fn=shuffle_bound, delta_fn=lambda e: delta_for_epsilon(shuffle_bound, e, iterations=80),
+        condition=condition)
     return [local, shuffle]
 

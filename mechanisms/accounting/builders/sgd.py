@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from mechanisms.accounting import iteration
-from mechanisms.accounting.claims import Claim, not_applicable, rdp_claim, register_claims
+from mechanisms.accounting.claims import Claim, delta_for_epsilon, not_applicable, rdp_claim, register_claims
 from mechanisms.accounting.lssgd import lssgd_claim_condition, lssgd_claim_epsilon
 from mechanisms.accounting.profiles import gaussian_epsilon
 from mechanisms.accounting.rdp import (
@@ -67,17 +67,8 @@ def _sgd_claims(mech) -> list[Claim]:
         step_eps = float(gaussian_epsilon(delta / (T * q), mu_step))  # per-step delta * q * T = delta
         return T * float(amplify_by_subsampling(step_eps, 0.0, q)[0])
 
-    def composed_delta(epsilon: float) -> float:
-        low, high = -745.0, 0.0  # bisection on log delta; composed_epsilon decreases in delta
-        if composed_epsilon(1.0) > epsilon:
-            return 1.0
-        for _ in range(60):
-            mid = 0.5 * (low + high)
-            low, high = (low, mid) if composed_epsilon(math.exp(mid)) <= epsilon else (mid, high)
-        return math.exp(high)
-
-    claims.append(Claim("subsampling-composition", NOTES, relation,
-                        epsilon_fn=composed_epsilon, delta_fn=composed_delta))
+    claims.append(Claim("subsampling-composition", NOTES, relation, epsilon_fn=composed_epsilon,
+                        delta_fn=lambda e: delta_for_epsilon(composed_epsilon, e)))
     diameter = mech.domain_set.diameter(mech.dim)
     smooth = loss.smoothness == 0 or mech.eta <= 2 / loss.smoothness
     if not math.isfinite(diameter):
@@ -113,15 +104,6 @@ def lssgd_claims(mech, index):
         return lssgd_claim_epsilon(noise_std=mech.noise_std, delta=delta, steps=mech.steps,
                                    n=mech.n, lipschitz=L)
 
-    def delta_fn(epsilon: float) -> float:
-        low, high = -745.0, 0.0
-        if epsilon_fn(1.0) > epsilon:
-            return 1.0
-        for _ in range(60):
-            mid = 0.5 * (low + high)
-            low, high = (low, mid) if epsilon_fn(math.exp(mid)) <= epsilon else (mid, high)
-        return math.exp(high)
-
     def condition(epsilon, delta):
         if delta is None:
             return None
@@ -133,5 +115,5 @@ def lssgd_claims(mech, index):
         return None
 
     claims.append(Claim("lssgd-paper-thm1", LSSGD, _relation(mech), epsilon_fn=epsilon_fn,
-                        delta_fn=delta_fn, condition=condition, compare_with=accountant))
+                        delta_fn=lambda e: delta_for_epsilon(epsilon_fn, e), condition=condition, compare_with=accountant))
     return claims
