@@ -110,6 +110,16 @@ def _check_audit_key(key: str, value: Any, source: str) -> Any:
     return value
 
 
+def _with_defaults(raw: dict[str, Any], table: str, defaults: dict[str, Any], source: str) -> dict[str, Any]:
+    """``defaults`` overridden by the table's keys; an unknown key is an error naming it."""
+    values = dict(defaults)
+    for key, value in raw.get(table, {}).items():
+        if key not in defaults:
+            raise _fail(source, table, key, f"unknown key (valid: {', '.join(defaults)})")
+        values[key] = value
+    return values
+
+
 def _resolve(raw: dict[str, Any], source: str) -> dict[str, Any]:
     unknown = [key for key in raw if key not in TABLES + ("title",)]
     if unknown:
@@ -124,20 +134,12 @@ def _resolve(raw: dict[str, Any], source: str) -> dict[str, Any]:
     mechanism = dict(raw.get("mechanism", {}))
     if "name" not in mechanism:
         raise _fail(source, "mechanism", "name", f"missing (one of {', '.join(sorted(mechanisms.registered()))})")
-    canary = dict(CANARY_DEFAULTS)
-    for key, value in raw.get("canary", {}).items():
-        if key not in CANARY_DEFAULTS:
-            raise _fail(source, "canary", key, f"unknown key (valid: {', '.join(CANARY_DEFAULTS)})")
-        canary[key] = value
+    canary = _with_defaults(raw, "canary", CANARY_DEFAULTS, source)
     if canary["kind"] is not None and canary["kind"] not in CANARY_KINDS:
         raise _fail(source, "canary", "kind", f"must be one of {', '.join(CANARY_KINDS)}, got kind={canary['kind']!r}")
     if canary["pair"] not in PAIRS:
         raise _fail(source, "canary", "pair", f"must be one of {', '.join(PAIRS)}, got pair={canary['pair']!r}")
-    attack = dict(ATTACK_DEFAULTS)
-    for key, value in raw.get("attack", {}).items():
-        if key not in ATTACK_DEFAULTS:
-            raise _fail(source, "attack", key, f"unknown key (valid: {', '.join(ATTACK_DEFAULTS)})")
-        attack[key] = value
+    attack = _with_defaults(raw, "attack", ATTACK_DEFAULTS, source)
     if attack["score"] not in SCORES:
         raise _fail(source, "attack", "score", f"must be one of {', '.join(SCORES)}, got score={attack['score']!r}")
     audit = dict(AUDIT_DEFAULTS)

@@ -59,12 +59,13 @@ def _empirical(results: dict[str, Any], trials: int) -> dict[str, Any]:
 def _exact(config: AuditConfig, pair: CanaryPair, audit: dict[str, Any], certified: int,
            confidence: float) -> dict[str, Any] | None:
     """The exact value of a one-dimensional instance and its statistical ceiling (THEORY.md 3.4, 5)."""
-    from mechanisms.accounting.instances import NotExact, exact_ceiling, exact_epsilon
+    from mechanisms.accounting.instances import NotExact, exact_ceiling, exact_epsilon, exact_laws
 
     try:
-        value = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, audit["delta"])
+        laws = exact_laws(pair.mechanism, pair.dataset_a, pair.dataset_b)  # propagated once, used twice
+        value = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, audit["delta"], laws=laws)
         ceiling = exact_ceiling(pair.mechanism, pair.dataset_a, pair.dataset_b, trials=certified,
-                                delta=audit["delta"], confidence=confidence)
+                                delta=audit["delta"], confidence=confidence, laws=laws)
     except NotExact:
         return None
     claim = {"name": "exact-instance", "citation": "numerical E_gamma of this instance (THEORY.md 5, exact1d)",

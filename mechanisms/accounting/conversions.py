@@ -35,23 +35,28 @@ def _pair(orders, rdp):
     return orders[keep], rdp[keep]
 
 
+def _degenerate(a: np.ndarray, r: np.ndarray, *, no_order: float) -> float | None:
+    """The answer when no finite order is left (``no_order``) or the RDP is identically zero (0)."""
+    if a.size == 0:
+        return no_order
+    if np.all(r == 0):  # D_alpha = 0 at some order means identical output laws
+        return 0.0
+    return None
+
+
 def mironov_epsilon(delta: float, orders, rdp) -> float:
     """``min_alpha r(alpha) + log(1/delta)/(alpha-1)`` (Mironov 2017, Prop. 3)."""
     a, r = _pair(orders, rdp)
-    if a.size == 0:
-        return math.inf
-    if np.all(r == 0):
-        return 0.0
+    if (special := _degenerate(a, r, no_order=math.inf)) is not None:
+        return special
     return float(max(np.min(r + math.log(1 / delta) / (a - 1)), 0.0))
 
 
 def mironov_delta(epsilon: float, orders, rdp) -> float:
     """Inverse of Prop. 3: ``min_alpha exp(-(alpha-1)(eps - r(alpha)))``, capped at 1."""
     a, r = _pair(orders, rdp)
-    if a.size == 0:
-        return 1.0
-    if np.all(r == 0):
-        return 0.0
+    if (special := _degenerate(a, r, no_order=1.0)) is not None:
+        return special
     return float(min(np.exp(np.min(-(a - 1) * (epsilon - r))), 1.0))
 
 
@@ -61,10 +66,8 @@ def cks_epsilon(delta: float, orders, rdp) -> float:
     Canonne, Kamath, Steinke 2020, Prop. 12; Balle et al. 2020, Thm 21.
     """
     a, r = _pair(orders, rdp)
-    if a.size == 0:
-        return math.inf
-    if np.all(r == 0):  # D_alpha = 0 at some order means identical output laws
-        return 0.0
+    if (special := _degenerate(a, r, no_order=math.inf)) is not None:
+        return special
     eps = r + np.log1p(-1 / a) - (math.log(delta) + np.log(a)) / (a - 1)
     return float(max(np.min(eps), 0.0))
 
@@ -72,10 +75,8 @@ def cks_epsilon(delta: float, orders, rdp) -> float:
 def cks_delta(epsilon: float, orders, rdp) -> float:
     """Inverse of Prop. 12: ``delta = exp((alpha-1)(r - eps + log(1 - 1/alpha)) - log alpha)``."""
     a, r = _pair(orders, rdp)
-    if a.size == 0:
-        return 1.0
-    if np.all(r == 0):
-        return 0.0
+    if (special := _degenerate(a, r, no_order=1.0)) is not None:
+        return special
     log_delta = (a - 1) * (r - epsilon + np.log1p(-1 / a)) - np.log(a)
     return float(min(np.exp(np.min(log_delta)), 1.0))
 

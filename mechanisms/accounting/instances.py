@@ -91,17 +91,19 @@ def exact_laws(mech, data_a: Dataset, data_b: Dataset, cells: int = CELLS) -> tu
     return _run(steps_a, steps_b, cells=cells, **options)
 
 
-def exact_delta_curve(mech, data_a: Dataset, data_b: Dataset, epsilons, cells: int = CELLS) -> np.ndarray:
-    """``delta(eps)`` of the instance (both directions) on a grid."""
-    p, q = exact_laws(mech, data_a, data_b, cells)
+def exact_delta_curve(mech, data_a: Dataset, data_b: Dataset, epsilons, cells: int = CELLS,
+                      laws: tuple[Law, Law] | None = None) -> np.ndarray:
+    """``delta(eps)`` of the instance (both directions) on a grid (``laws`` if already computed)."""
+    p, q = laws or exact_laws(mech, data_a, data_b, cells)
     return np.array([max(e_gamma(p, q, math.exp(e)), e_gamma(q, p, math.exp(e)))
                      for e in np.atleast_1d(epsilons)])
 
 
-def exact_epsilon(mech, data_a: Dataset, data_b: Dataset, delta: float, cells: int = CELLS) -> float:
+def exact_epsilon(mech, data_a: Dataset, data_b: Dataset, delta: float, cells: int = CELLS,
+                  laws: tuple[Law, Law] | None = None) -> float:
     """``eps(delta)`` of the instance: interpolation of ``log delta`` on a fine epsilon grid."""
     grid = np.linspace(0.0, 30.0, 601)
-    curve = exact_delta_curve(mech, data_a, data_b, grid, cells)
+    curve = exact_delta_curve(mech, data_a, data_b, grid, cells, laws)
     if curve[0] <= delta:
         return 0.0
     below = np.nonzero(curve <= delta)[0]
@@ -135,11 +137,11 @@ def log_likelihood_ratio(mech, outputs: np.ndarray, data_a: Dataset, data_b: Dat
 
 
 def exact_ceiling(mech, data_a: Dataset, data_b: Dataset, *, trials: int, delta: float,
-                  confidence: float = 0.95) -> float:
+                  confidence: float = 0.95, laws: tuple[Law, Law] | None = None) -> float:
     """The statistical ceiling of a likelihood-ratio threshold audit of this instance (THEORY.md 3.4)."""
     from audit.ceiling import statistical_ceiling
 
-    p, q = exact_laws(mech, data_a, data_b)
+    p, q = laws or exact_laws(mech, data_a, data_b)
     weights = np.full(p.nodes.size, p.nodes[1] - p.nodes[0])
     weights[[0, -1]] /= 2
     with np.errstate(divide="ignore", invalid="ignore"):
