@@ -60,10 +60,10 @@ def _run_unit(number: int, pair: CanaryPair, key: ChunkKey, trials: int, root: i
     import torch
 
     if single_thread:
-        from mechanisms import noise
+        from mechanisms import tiles
 
         torch.set_num_threads(1)
-        noise.set_threads(1)
+        tiles.set_threads(1)
     start = time.perf_counter()
     dataset = pair.dataset_a if key[1] == "a" else pair.dataset_b
     outputs = pair.mechanism.sample(dataset, trials=trials, seed=unit_seed(root, *key))

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import torch
 
+from mechanisms import tiles
 from mechanisms.dataset import Dataset, as_dataset
 from mechanisms.errors import ParameterError
 from mechanisms.validation import check_choice, check_int
@@ -75,6 +76,9 @@ class Mechanism(abc.ABC):
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
+    #: Trials are sampled in tiles with their own generators, in threads (``mechanisms.tiles``).
+    #: ``False`` for code the toolkit did not write, which may not be thread-safe.
+    tiled: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         self.validate()
@@ -102,7 +106,11 @@ class Mechanism(abc.ABC):
     @abc.abstractmethod
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
                 dtype: torch.dtype) -> torch.Tensor:
-        """Sample ``trials`` outputs in one batched computation."""
+        """Sample ``trials`` outputs in one batched computation.
+
+        Called once per tile (:mod:`mechanisms.tiles`) with the tile's own
+        generator; every trial must be independent of the others.
+        """
 
     def claims(self, *, index: int | None = None) -> list:
         """Every theoretical bound for these parameters (see ``mechanisms.accounting.claims``)."""
@@ -148,18 +156,26 @@ class Mechanism(abc.ABC):
         self.check_dataset(data)
         rng = make_rng(seed)
         dtype = _DTYPES[getattr(self, "dtype", "float64")]
-        # Sampling is bound by drawing noise, which NumPy does in its own threads
-        # (mechanisms.noise); torch's elementwise work gets one thread so the two
-        # do not compete for the cores.
+        # Tiles of trials run in parallel threads (mechanisms.tiles), each doing
+        # its own noise and arithmetic; torch gets one intra-op thread so the
+        # tiles do not compete with it for the cores.
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
             with torch.no_grad():
-                out = self._sample(data, trials, rng, dtype)
+                if self.tiled:
+                    parts = tiles.run(lambda rows, generator: self._tile(data, rows, generator, dtype),
+                                      trials, rng)
+                    array = parts[0] if len(parts) == 1 else np.concatenate(parts)
+                else:
+                    array = self._tile(data, trials, rng, dtype)
         finally:
             torch.set_num_threads(threads)
-        array = out.detach().cpu().numpy()
         return array.reshape(trials, self.output_dim)
+
+    def _tile(self, data: Dataset, trials: int, rng: np.random.Generator,
+              dtype: torch.dtype) -> np.ndarray:
+        return self._sample(data, trials, rng, dtype).detach().cpu().numpy().reshape(trials, self.output_dim)
 
     def check_dataset(self, data: Dataset) -> None:
         """Raise :class:`ParameterError` if ``data`` does not fit this mechanism."""

@@ -113,6 +113,7 @@ class DPSGD(IterativeMechanism):
         # the sum, so only the others need their (independent) inclusion draws.
         active = torch.nonzero(torch.linalg.vector_norm(table, dim=1) > 0).flatten() if constant else None
         sparse = constant and self.sampling == "poisson" and active.numel() < self.n
+        source = noise.StepNoise("gaussian", (trials, self.dim), rng, dtype)
         for _ in range(self.steps):
             if sparse:
                 included = noise.uniform((trials, active.numel()), rng) < self.sample_rate
@@ -125,7 +126,6 @@ class DPSGD(IterativeMechanism):
                 for position, vector in injected.items():
                     per_record[:, position] = vector
                 gradient = torch.einsum("tn,tnd->td", mask, per_record)
-            gradient = gradient.div_(self.batch_size)
-            gradient.add_(noise.gaussian((trials, self.dim), self.noise_std, rng, dtype))
-            theta = domain.project(theta - self.eta * self.direction(gradient))
+            gradient = gradient.div_(self.batch_size).add_(source.next(), alpha=self.noise_std)
+            theta = domain.project_(theta.sub_(self.direction(gradient), alpha=self.eta))
         return theta

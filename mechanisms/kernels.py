@@ -91,16 +91,17 @@ class ProjectedKernel(IterativeMechanism):
         for position, vector in injected_rows(data, self.dim, dtype).items():
             shifts[position] = _clip_rows(vector, self.shift)
         resets = (records[:, self.dim] != 0).tolist()
+        moves = shifts.any(dim=1).tolist()  # zero shifts (most, in an audit) need no pass
         x = self.start(trials, dtype)
-        numpy_dtype = np.float32 if dtype == torch.float32 else np.float64
-        source = noise.NoiseSteps(self.noise, (trials, self.dim), self.noise_spread, rng, numpy_dtype, self.n)
+        spread = self.noise_spread
+        source = noise.StepNoise(self.noise, (trials, self.dim), rng, dtype)
         for t in range(self.n):
             z = source.next()
             if resets[t] or self.rho == 0.0:
-                x = z + center
+                x = torch.add(center, z, alpha=spread)
             elif self.rho == 1.0:
-                x.add_(z)
+                x.add_(z, alpha=spread)
             else:
-                x = (x - center).mul_(self.rho).add_(center).add_(z)
-            domain.project_(x.add_(shifts[t]))
+                x = (x - center).mul_(self.rho).add_(center).add_(z, alpha=spread)
+            domain.project_(x.add_(shifts[t]) if moves[t] else x)
         return x

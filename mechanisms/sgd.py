@@ -33,7 +33,6 @@ from mechanisms.validation import check_choice, check_int, check_real
 __all__ = ["MultiEpochPNSGD", "PNSGD", "VARIANTS"]
 
 VARIANTS = ("plain", "skip", "stop")
-_NUMPY_DTYPE = {torch.float32: np.float32, torch.float64: np.float64}
 
 
 @register
@@ -84,6 +83,10 @@ class PNSGD(IterativeMechanism):
     def record_dim(self) -> int:
         return self.loss_function.record_dim
 
+    def positions(self) -> list[int]:
+        """0-based record position of every step, in order."""
+        return [k % self.n for k in range(self.steps)]
+
     def active_window(self, trials: int, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-trial first and last active step (1-based, inclusive)."""
         first = torch.ones(trials, dtype=torch.long)
@@ -109,32 +112,34 @@ class PNSGD(IterativeMechanism):
         w = self.start(trials, dtype)
         first, last = self.active_window(trials, rng)
         masked = self.variant != "plain"
-        step_noise = self.eta * self.noise_spread
+        noise_step = self.eta * self.noise_spread  # the step adds eta * spread * (unit noise)
         constant = loss.name == "linear"
-        offsets = None
-        if constant and not masked:
-            # constant gradients: eta * g_t is added to step t's noise as it is drawn (in the noise thread)
-            rows = [injected.get((k - 1) % self.n, records[(k - 1) % self.n]) for k in range(1, self.steps + 1)]
-            offsets = (self.eta * torch.stack(rows)).numpy().astype(_NUMPY_DTYPE[dtype])
-        source = noise.NoiseSteps(self.noise, (trials, self.dim), step_noise, rng, _NUMPY_DTYPE[dtype],
-                                  self.steps, offsets)
+        if constant:
+            # constant gradients: eta * g_t for every step, computed once
+            offsets = self.eta * torch.stack([injected.get(position, records[position])
+                                              for position in self.positions()])
+            moves = offsets.any(dim=1).tolist()  # zero records (most, in an audit) need no pass
+        source = noise.StepNoise(self.noise, (trials, self.dim), rng, dtype)
         for step in range(1, self.steps + 1):
             z = source.next()
-            if offsets is not None:
-                domain.project_(w.sub_(z))  # w <- Pi_K(w - eta * g_t - eta * sigma * Z)
+            if constant and not masked:
+                w.sub_(z, alpha=noise_step)
+                domain.project_(w.sub_(offsets[step - 1]) if moves[step - 1] else w)
                 continue
-            position = (step - 1) % self.n
-            gradient = injected.get(position)
-            if gradient is None:
-                gradient = records[position] if constant else loss.gradient(w, records[position])
+            if constant:
+                gradient_step = offsets[step - 1]
+            else:
+                position = (step - 1) % self.n
+                if position in injected:
+                    gradient_step = self.eta * injected[position]
+                else:  # a fresh (trials, dim) tensor for the non-linear losses
+                    gradient_step = loss.gradient(w, records[position]).mul_(self.eta)
             if masked:
-                updated = domain.project_(w - self.eta * gradient - z)
+                updated = domain.project_(torch.sub(w, z, alpha=noise_step).sub_(gradient_step))
                 active = ((first <= step) & (step <= last)).unsqueeze(-1)
                 w = torch.where(active, updated, w)
             else:
-                w.sub_(z)
-                w.sub_(gradient, alpha=self.eta)
-                domain.project_(w)
+                domain.project_(w.sub_(z, alpha=noise_step).sub_(gradient_step))
         return w
 
 

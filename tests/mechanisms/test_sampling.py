@@ -281,3 +281,21 @@ def test_poisson_canary_only_path_has_the_closed_form_law():
     assert_mean(out, -eta * steps * q / m, math.sqrt(variance))
     # the sum of Bernoulli and Gaussian terms is close to Gaussian: kurtosis excess is small
     assert_variance(out, variance, kurtosis_excess=0.5)
+
+
+def test_sampling_is_tiled_and_independent_of_threads():
+    from mechanisms import tiles
+
+    mech = make("pnsgd", n=5, dim=3, sigma=0.5)
+    trials = 2 * tiles.TILE_TRIALS + 17
+    assert tiles.tile_sizes(trials) == [tiles.TILE_TRIALS, tiles.TILE_TRIALS, 17]
+    threaded = mech.sample(trials=trials, seed=4)
+    previous = tiles.threads()
+    tiles.set_threads(1)
+    try:
+        serial = mech.sample(trials=trials, seed=4)
+    finally:
+        tiles.set_threads(previous)
+    np.testing.assert_array_equal(threaded, serial)
+    # tiles draw from different streams: no two tiles repeat each other
+    assert not np.allclose(threaded[:17], threaded[tiles.TILE_TRIALS:tiles.TILE_TRIALS + 17])

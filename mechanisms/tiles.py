@@ -1,0 +1,75 @@
+"""Trials in tiles: fixed blocks of rows, each with its own generator, sampled in threads.
+
+Trials are independent, so a batch of ``trials`` rows is cut into tiles of
+:data:`TILE_TRIALS` rows (the last one shorter). Tile ``k`` draws all of its
+randomness from the ``k``-th child of the batch's generator
+(``Generator.spawn``) and runs every step of the mechanism on its rows. The
+tiles are independent, so they run in a thread pool: NumPy releases the GIL
+while it fills noise arrays and torch releases it inside its kernels. A tile's
+buffers stay in a core's cache from one step to the next.
+
+Which generator draws which rows depends only on the number of trials, never
+on the number of threads, so results are the same on any machine.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import numpy as np
+
+__all__ = ["TILE_TRIALS", "run", "set_threads", "threads", "tile_sizes"]
+
+#: Rows per tile: a (8192, 10) float64 iterate and its noise take 1.3 MB, within one core's L2 cache.
+TILE_TRIALS = 8192
+
+T = TypeVar("T")
+_threads = os.cpu_count() or 1
+_pool: ThreadPoolExecutor | None = None
+
+
+def set_threads(count: int) -> None:
+    """Threads that sample tiles in parallel (the runner's worker processes use 1)."""
+    global _threads, _pool
+    count = max(1, int(count))
+    if count != _threads and _pool is not None:
+        _pool.shutdown(wait=True)
+        _pool = None
+    _threads = count
+
+
+def threads() -> int:
+    """The number of threads tiles are sampled in."""
+    return _threads
+
+
+def tile_sizes(trials: int) -> list[int]:
+    """Rows of each tile: ``TILE_TRIALS`` each, the last one holding the rest."""
+    full, rest = divmod(trials, TILE_TRIALS)
+    return [TILE_TRIALS] * full + ([rest] if rest else [])
+
+
+def run(function: Callable[[int, np.random.Generator], T], trials: int,
+        rng: np.random.Generator) -> list[T]:
+    """``[function(rows, generator) for each tile]``, in tile order, in parallel threads.
+
+    Parameters
+    ----------
+    function : callable
+        Samples ``rows`` independent trials from ``generator``.
+    trials : int
+        Total number of trials.
+    rng : numpy.random.Generator
+        The batch's generator; tile ``k`` uses ``rng.spawn(tiles)[k]``.
+    """
+    global _pool
+    sizes = tile_sizes(trials)
+    generators = rng.spawn(len(sizes))
+    if _threads == 1 or len(sizes) == 1:
+        return [function(size, generator) for size, generator in zip(sizes, generators)]
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=_threads, thread_name_prefix="dpaudit-tile")
+    return list(_pool.map(function, sizes, generators))
