@@ -34,6 +34,7 @@ from mechanisms.validation import check_choice, check_int, check_real
 __all__ = ["DPSGD", "SAMPLINGS"]
 
 SAMPLINGS = ("without-replacement", "poisson")
+_SELECTION_SAMPLING_MAX = 16  # records with non-zero gradient up to which batches are drawn sparsely
 
 
 @register
@@ -97,6 +98,27 @@ class DPSGD(IterativeMechanism):
         """Map the noisy gradient to the update direction (identity for DP-SGD)."""
         return gradient
 
+    def membership(self, trials: int, count: int, rng: np.random.Generator, dtype: torch.dtype) -> torch.Tensor:
+        """0/1 membership of ``count`` given records in each trial's batch, shape ``(trials, count)``.
+
+        Poisson: independent with rate ``q``. Without replacement: selection
+        sampling (Knuth, TAOCP vol. 2, 3.4.2, Algorithm S) run over these
+        records first, so record ``i`` joins with probability
+        ``(m - chosen so far) / (n - i)``; the joint law of any ``count``
+        fixed records' membership in a uniform ``m``-subset is exactly this, and
+        the rest of the batch need not be drawn. Costs ``count`` uniforms per trial.
+        """
+        uniforms = noise.uniform((trials, count), rng)
+        if self.sampling == "poisson":
+            return (uniforms < self.sample_rate).to(dtype)
+        chosen = torch.zeros(trials, dtype=torch.float64)
+        members = torch.empty((trials, count), dtype=dtype)
+        for i in range(count):
+            joins = uniforms[:, i] * (self.n - i) < (self.batch_size - chosen)
+            members[:, i] = joins
+            chosen += joins
+        return members
+
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
                 dtype: torch.dtype) -> torch.Tensor:
         loss = self.loss_function
@@ -109,15 +131,15 @@ class DPSGD(IterativeMechanism):
             for position, vector in injected.items():
                 table[position] = vector
         theta = self.start(trials, dtype)
-        # Poisson sampling with constant gradients: zero-gradient records add nothing to
-        # the sum, so only the others need their (independent) inclusion draws.
+        # Constant gradients: zero-gradient records add nothing to the sum, so only
+        # the membership of the others is drawn (exactly; see ``membership``).
         active = torch.nonzero(torch.linalg.vector_norm(table, dim=1) > 0).flatten() if constant else None
-        sparse = constant and self.sampling == "poisson" and active.numel() < self.n
+        sparse = constant and active.numel() < self.n and (
+            self.sampling == "poisson" or active.numel() <= _SELECTION_SAMPLING_MAX)
         source = noise.StepNoise("gaussian", (trials, self.dim), rng, dtype)
         for _ in range(self.steps):
             if sparse:
-                included = noise.uniform((trials, active.numel()), rng) < self.sample_rate
-                gradient = included.to(dtype) @ table[active]
+                gradient = self.membership(trials, active.numel(), rng, dtype) @ table[active]
             elif constant:
                 gradient = self.batch_mask(trials, rng, dtype) @ table
             else:

@@ -270,17 +270,37 @@ def test_from_callable_wraps_a_user_function():
     np.testing.assert_array_equal(out, mech.sample(np.ones((7, 1)), trials=TRIALS // 4, seed=3))
 
 
-def test_poisson_canary_only_path_has_the_closed_form_law():
+@pytest.mark.parametrize("sampling", ["poisson", "without-replacement"])
+def test_canary_only_path_has_the_closed_form_law(sampling):
     # zero background and one canary gradient L u: each step adds eta (B_t L / m + Z_t), B_t ~ Bern(q)
+    # under both samplings (one record is in a uniform m-subset with probability m / n)
     n, m, steps, eta, noise_std = 400, 20, 30, 0.5, 0.05
     data = Dataset(np.zeros((n, 1))).inject(7, [1.0])
-    mech = make("dp-sgd", n=n, dim=1, batch_size=m, steps=steps, eta=eta, noise_std=noise_std, sampling="poisson")
+    mech = make("dp-sgd", n=n, dim=1, batch_size=m, steps=steps, eta=eta, noise_std=noise_std, sampling=sampling)
     out = mech.sample(data, trials=TRIALS, seed=21)
     q = m / n
     variance = eta**2 * steps * (q * (1 - q) / m**2 + noise_std**2)
     assert_mean(out, -eta * steps * q / m, math.sqrt(variance))
     # the sum of Bernoulli and Gaussian terms is close to Gaussian: kurtosis excess is small
     assert_variance(out, variance, kurtosis_excess=0.5)
+
+
+def test_without_replacement_membership_of_a_few_records_has_the_exact_joint_law():
+    # selection sampling over 3 given records of a uniform 3-subset of 8: a pattern with j
+    # members has probability C(5, 3 - j) / C(8, 3); chi-square over the 8 patterns
+    n, m, count, trials = 8, 3, 3, 40_000
+    mech = make("dp-sgd", n=n, batch_size=m, sampling="without-replacement")
+    members = mech.membership(trials, count, np.random.default_rng(12), torch.float64).numpy()
+    patterns = members @ np.array([1, 2, 4])
+    observed = np.bincount(patterns.astype(int), minlength=8)
+    ones = np.array([bin(p).count("1") for p in range(8)])
+    expected = np.array([math.comb(n - count, m - j) if m - j <= n - count else 0 for j in ones])
+    expected = expected / math.comb(n, m) * trials
+    assert scipy.stats.chisquare(observed, expected).pvalue > 1e-4
+    # the same law as the dense batch mask's first three columns
+    dense = mech.batch_mask(trials, np.random.default_rng(13), torch.float64).numpy()[:, :count]
+    dense_counts = np.bincount((dense @ np.array([1, 2, 4])).astype(int), minlength=8)
+    assert scipy.stats.chisquare(dense_counts, expected).pvalue > 1e-4
 
 
 def test_sampling_is_tiled_and_independent_of_threads():
