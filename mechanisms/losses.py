@@ -97,7 +97,9 @@ class Loss:
         if self.name == "quadratic":
             return self.smoothness * (w - records)
         x, y = records[..., : self.dim], records[..., self.dim]
-        margin = (w * x).sum(-1)
+        # one record against (trials, d) iterates: a matrix-vector product, much faster than
+        # reducing along rows of d entries
+        margin = w @ x if x.dim() == 1 else (w * x).sum(-1)
         if self.name == "logistic":
             # d/dw log(1 + exp(-y <x, w>)) = -y x sigmoid(-y <x, w>)
             return (-y * torch.sigmoid(-y * margin)).unsqueeze(-1) * x

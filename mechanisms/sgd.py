@@ -127,19 +127,19 @@ class PNSGD(IterativeMechanism):
                 domain.project_(w.sub_(offsets[step - 1]) if moves[step - 1] else w)
                 continue
             if constant:
-                gradient_step = offsets[step - 1]
+                gradient, scale = offsets[step - 1], 1.0  # offsets hold eta * g_t already
             else:
                 position = (step - 1) % self.n
-                if position in injected:
-                    gradient_step = self.eta * injected[position]
-                else:  # a fresh (trials, dim) tensor for the non-linear losses
-                    gradient_step = loss.gradient(w, records[position]).mul_(self.eta)
+                gradient = injected.get(position)
+                if gradient is None:
+                    gradient = loss.gradient(w, records[position])
+                scale = self.eta
             if masked:
-                updated = domain.project_(torch.sub(w, z, alpha=noise_step).sub_(gradient_step))
+                updated = domain.project_(torch.sub(w, z, alpha=noise_step).sub_(gradient, alpha=scale))
                 active = ((first <= step) & (step <= last)).unsqueeze(-1)
                 w = torch.where(active, updated, w)
             else:
-                domain.project_(w.sub_(z, alpha=noise_step).sub_(gradient_step))
+                domain.project_(w.sub_(z, alpha=noise_step).sub_(gradient, alpha=scale))
         return w
 
 
