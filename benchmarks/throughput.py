@@ -1,7 +1,9 @@
 """Throughput: trials per second of ``mech.sample`` against the noise floor and a per-trial loop.
 
-Run: ``python benchmarks/throughput.py [--trials N] [--json]``. Ratios are measured in
-one run, since absolute times drift on shared machines:
+Run: ``python benchmarks/throughput.py [--trials N] [--rounds R] [--json]``. The
+mechanism, its floor and its loop run back to back in each of ``R`` rounds;
+ratios are taken within a round (absolute times drift on shared machines) and
+reported as the median over rounds, with their range:
 
 * ``ratio_to_floor`` = mechanism rate / rate of drawing the same noise alone, the
   way the mechanism draws it (NumPy PCG64, one buffer per tile refilled in
@@ -42,19 +44,23 @@ def _floor(rng, trials: int, steps: int, dim: int = 10, uniforms: int = 0) -> No
     tiles.run(tile, trials, rng)
 
 
-def best_times(functions: dict, repeats: int = 3) -> dict[str, float]:
-    """Best of ``repeats`` wall times of each function, the functions taking turns.
+def timed_rounds(functions: dict, rounds: int) -> list[dict[str, float]]:
+    """Wall times of each function in ``rounds`` rounds; in a round the functions run back to back.
 
-    Taking turns spreads any slow period of a shared machine over all of them,
-    so their ratios are fair even when absolute times drift.
+    On a shared machine absolute speed drifts within seconds (the per-trial loop
+    alone varied from 885 to 1,134 trials/s over eight consecutive runs), so
+    ratios are taken within a round, where all functions saw the same machine,
+    and summarised by their median over rounds.
     """
-    best = {name: math.inf for name in functions}
-    for _ in range(repeats):
+    times = []
+    for _ in range(rounds):
+        row = {}
         for name, function in functions.items():
             start = time.perf_counter()
             function()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
+            row[name] = time.perf_counter() - start
+        times.append(row)
+    return times
 
 
 def _loop_pnsgd(trials, n, dim, eta, sigma, radius, loss, rng, epochs=1):
@@ -127,7 +133,7 @@ CASES = {
 }
 
 
-def measure(trials: int, loop_trials: int) -> list[dict]:
+def measure(trials: int, loop_trials: int, rounds: int = 5) -> list[dict]:
     rows = []
     for name, case in CASES.items():
         params = dict(case["mech"])
@@ -138,36 +144,49 @@ def measure(trials: int, loop_trials: int) -> list[dict]:
             records[-1, 0] = 1.0
             data = mechanisms.Dataset(records)
         mech.sample(data, trials=100, seed=0)  # warm up
-        times = best_times({
+        times = timed_rounds({
             "mechanism": lambda: mech.sample(data, trials=trials, seed=1),
             "floor": lambda: case["noise"](np.random.default_rng(2), trials),
             "loop": lambda: case["loop"](np.random.default_rng(3), loop_trials),
-        })
-        mech_time, floor_time, loop_time = times["mechanism"], times["floor"], times["loop"]
-        rate, floor_rate, loop_rate = trials / mech_time, trials / floor_time, loop_trials / loop_time
-        rows.append({"name": name, "trials": trials, "trials_per_second": rate,
-                     "floor_trials_per_second": floor_rate, "loop_trials_per_second": loop_rate,
-                     "ratio_to_floor": rate / floor_rate, "speedup_over_loop": rate / loop_rate})
+        }, rounds)
+        rate = np.array([trials / row["mechanism"] for row in times])
+        floor_rate = np.array([trials / row["floor"] for row in times])
+        loop_rate = np.array([loop_trials / row["loop"] for row in times])
+        to_floor, over_loop = rate / floor_rate, rate / loop_rate
+        rows.append({"name": name, "trials": trials, "loop_trials": loop_trials, "rounds": rounds,
+                     "trials_per_second": float(np.median(rate)),
+                     "floor_trials_per_second": float(np.median(floor_rate)),
+                     "loop_trials_per_second": float(np.median(loop_rate)),
+                     "ratio_to_floor": float(np.median(to_floor)),
+                     "ratio_to_floor_range": [float(to_floor.min()), float(to_floor.max())],
+                     "speedup_over_loop": float(np.median(over_loop)),
+                     "speedup_over_loop_range": [float(over_loop.min()), float(over_loop.max())]})
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=50_000)
-    parser.add_argument("--loop-trials", type=int, default=300)
+    parser.add_argument("--loop-trials", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    rows = measure(args.trials, args.loop_trials)
+    rows = measure(args.trials, args.loop_trials, args.rounds)
     machine = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-               "torch_threads": torch.get_num_threads(), "cpus": __import__("os").cpu_count()}
+               "torch_threads": torch.get_num_threads(), "tile_threads": tiles.threads(),
+               "tile_trials": tiles.TILE_TRIALS, "cpus": __import__("os").cpu_count()}
     if args.json:
         json.dump({"benchmark": "throughput", "machine": machine, "results": rows}, sys.stdout, indent=2)
         print()
         return 0
-    print(f"{'case':<22} {'trials/s':>12} {'floor/s':>12} {'loop/s':>10} {'vs floor':>9} {'vs loop':>9}")
+    print(f"median of {args.rounds} rounds (range over rounds in brackets)")
+    print(f"{'case':<22} {'trials/s':>10} {'floor/s':>10} {'loop/s':>8} {'vs floor':>17} {'vs loop':>16}")
     for r in rows:
-        print(f"{r['name']:<22} {r['trials_per_second']:>12.0f} {r['floor_trials_per_second']:>12.0f} "
-              f"{r['loop_trials_per_second']:>10.0f} {r['ratio_to_floor']:>9.2f} {r['speedup_over_loop']:>8.0f}x")
+        low, high = r["ratio_to_floor_range"]
+        slow, fast = r["speedup_over_loop_range"]
+        print(f"{r['name']:<22} {r['trials_per_second']:>10.0f} {r['floor_trials_per_second']:>10.0f} "
+              f"{r['loop_trials_per_second']:>8.0f} {r['ratio_to_floor']:>5.2f} [{low:.2f}-{high:.2f}] "
+              f"{r['speedup_over_loop']:>5.0f}x [{slow:.0f}-{fast:.0f}]")
     return 0
 
 
