@@ -101,7 +101,15 @@ def exact_delta_curve(mech, data_a: Dataset, data_b: Dataset, epsilons, cells: i
 
 def exact_epsilon(mech, data_a: Dataset, data_b: Dataset, delta: float, cells: int = CELLS,
                   laws: tuple[Law, Law] | None = None) -> float:
-    """``eps(delta)`` of the instance: interpolation of ``log delta`` on a fine epsilon grid."""
+    """``eps(delta)`` of the instance: the smallest ``eps`` with ``delta(eps) <= delta``, rounded up.
+
+    A grid of step 0.05 brackets the root and bisection refines it to 1e-12.
+    ``delta(eps)`` is continuous and non-increasing but has kinks where an
+    atom's term ``P({x}) - e^eps Q({x})`` reaches zero (outputs projected
+    onto a bounded ``K``), so interpolating between grid points can fall
+    below the root; bisection cannot.
+    """
+    laws = laws or exact_laws(mech, data_a, data_b, cells)
     grid = np.linspace(0.0, 30.0, 601)
     curve = exact_delta_curve(mech, data_a, data_b, grid, cells, laws)
     if curve[0] <= delta:
@@ -109,10 +117,14 @@ def exact_epsilon(mech, data_a: Dataset, data_b: Dataset, delta: float, cells: i
     below = np.nonzero(curve <= delta)[0]
     if below.size == 0:
         return math.inf
-    k = int(below[0])
-    x0, x1 = grid[k - 1], grid[k]
-    y0, y1 = math.log(max(curve[k - 1], 1e-300)), math.log(max(curve[k], 1e-300))
-    return float(x0 + (math.log(delta) - y0) * (x1 - x0) / (y1 - y0)) if y1 != y0 else float(x1)
+    low, high = float(grid[below[0] - 1]), float(grid[below[0]])
+    while high - low > 1e-12:
+        middle = 0.5 * (low + high)
+        if exact_delta_curve(mech, data_a, data_b, [middle], cells, laws)[0] <= delta:
+            high = middle
+        else:
+            low = middle
+    return high
 
 
 def _evaluate(law: Law, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -72,6 +72,22 @@ def test_instances_from_mechanisms():
         instance_steps(mechanisms.make("pnsgd", n=20, dim=1, loss="logistic"), mechanisms.Dataset(np.zeros((20, 2))))
 
 
+def test_exact_epsilon_is_the_root_even_at_an_atom_kink():
+    # on K = [0, 1] the output has atoms at 0 and 1; delta(eps) has a kink where the atom term
+    # P_A({0}) - e^eps P_B({0}) reaches zero (eps = log 4.03 = 1.394 here). Interpolating
+    # log delta between grid points put eps(1e-5) at 1.351, where delta is still 0.02.
+    from mechanisms.accounting.instances import exact_delta_curve, exact_laws
+
+    mech = mechanisms.make("pnsgd", n=100, dim=1, eta=0.5, sigma=1.5, domain="box", low=0.0, high=1.0)
+    pair = CanarySpec(kind="gradient").build(mech, 100)
+    laws = exact_laws(mech, pair.dataset_a, pair.dataset_b)
+    epsilon = exact_epsilon(mech, pair.dataset_a, pair.dataset_b, 1e-5, laws=laws)
+    atom_loss = math.log(laws[0].atoms[0.0] / laws[1].atoms[0.0])
+    assert atom_loss - 1e-4 < epsilon <= atom_loss
+    below, at = exact_delta_curve(mech, pair.dataset_a, pair.dataset_b, [epsilon - 1e-9, epsilon], laws=laws)
+    assert below > 1e-5 >= at
+
+
 def test_exact_score_audit_reaches_the_ceiling():
     # Issue 8: an audit with the exact likelihood-ratio score of a projected instance certifies at
     # least 0.9 of the statistical ceiling for its trial count.
