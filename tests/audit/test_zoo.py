@@ -41,6 +41,22 @@ def test_no_correct_variant_is_flagged(zoo_runs):
                     assert result.claimed_epsilon >= result.true_epsilon - 1e-9
 
 
+def test_stop_variant_true_epsilons_are_the_exact_values():
+    import mechanisms
+    from audit.zoo.variants import STOP_TRUE_EPSILON
+    from mechanisms.accounting.instances import exact_epsilon
+
+    for variant in VARIANTS:
+        if variant.name.startswith("stop-pnsgd-fixed-stop"):
+            pair, claim, _ = variant.build()
+            # the buggy stop is always n: the plain variant on the same instance
+            mech = claim if not variant.buggy else mechanisms.make(
+                "pnsgd", **{**claim.params, "variant": "plain"})
+            exact = exact_epsilon(mech, pair.dataset_a, pair.dataset_b, variant.delta)
+            assert exact == pytest.approx(variant.true_epsilon, abs=1e-8)
+            assert variant.true_epsilon == STOP_TRUE_EPSILON["buggy" if variant.buggy else "correct"]
+
+
 def test_zoo_lists_the_issue_bugs():
     names = {v.name for v in VARIANTS if v.buggy}
     assert {"pnsgd-noise-eta-twice", "kernel-noiseless-last-step", "gaussian-sensitivity-L-not-2L",
