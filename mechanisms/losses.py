@@ -96,15 +96,33 @@ class Loss:
             return torch.broadcast_to(records, torch.broadcast_shapes(w.shape, records.shape))
         if self.name == "quadratic":
             return self.smoothness * (w - records)
+        x = records[..., : self.dim]
+        return self._coefficient(w, records).unsqueeze(-1) * x
+
+    def _coefficient(self, w: torch.Tensor, records: torch.Tensor) -> torch.Tensor:
+        """``c`` with ``grad f(w, (x, y)) = c x`` for the logistic and Huber losses."""
         x, y = records[..., : self.dim], records[..., self.dim]
         # one record against (trials, d) iterates: a matrix-vector product, much faster than
         # reducing along rows of d entries
         margin = w @ x if x.dim() == 1 else (w * x).sum(-1)
         if self.name == "logistic":
             # d/dw log(1 + exp(-y <x, w>)) = -y x sigmoid(-y <x, w>)
-            return (-y * torch.sigmoid(-y * margin)).unsqueeze(-1) * x
-        residual = torch.clamp(margin - y, -1.0, 1.0)  # Huber derivative, knot 1
-        return residual.unsqueeze(-1) * x
+            return -y * torch.sigmoid(-y * margin)
+        return torch.clamp(margin - y, -1.0, 1.0)  # Huber derivative, knot 1
+
+    def descend_(self, w: torch.Tensor, record: torch.Tensor, scale: float) -> torch.Tensor:
+        """``w <- w - scale * grad f(w, record)`` in place, for ``(trials, d)`` iterates and one record.
+
+        The same as ``w.sub_(self.gradient(w, record), alpha=scale)`` (the gradient
+        at the old ``w``) without building the ``(trials, d)`` gradient: a rank-one
+        update for the logistic and Huber losses.
+        """
+        if self.name == "linear":
+            return w.sub_(record, alpha=scale)
+        if self.name == "quadratic":
+            factor = scale * self.smoothness
+            return w.mul_(1.0 - factor).add_(record, alpha=factor)
+        return w.addr_(self._coefficient(w, record), record[: self.dim], alpha=-scale)
 
 
 def make_loss(name: str, *, dim: int, lipschitz: float, domain: Domain,

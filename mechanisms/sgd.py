@@ -103,6 +103,20 @@ class PNSGD(IterativeMechanism):
 
         return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
 
+    def _descend_(self, w: torch.Tensor, step: int, loss: Loss, records: torch.Tensor,
+                  injected: dict[int, torch.Tensor], offsets: torch.Tensor | None) -> torch.Tensor:
+        """``w <- w - eta * grad f(w, x_t)`` in place for step ``t`` (1-based).
+
+        ``offsets[t - 1]`` holds ``eta * g_t`` when gradients are constant; an
+        injected gradient replaces the record's.
+        """
+        if offsets is not None:
+            return w.sub_(offsets[step - 1])
+        position = (step - 1) % self.n
+        if position in injected:
+            return w.sub_(injected[position], alpha=self.eta)
+        return loss.descend_(w, records[position], self.eta)
+
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
                 dtype: torch.dtype) -> torch.Tensor:
         loss = self.loss_function
@@ -114,6 +128,7 @@ class PNSGD(IterativeMechanism):
         masked = self.variant != "plain"
         noise_step = self.eta * self.noise_spread  # the step adds eta * spread * (unit noise)
         constant = loss.name == "linear"
+        offsets = None
         if constant:
             # constant gradients: eta * g_t for every step, computed once
             offsets = self.eta * torch.stack([injected.get(position, records[position])
@@ -126,20 +141,13 @@ class PNSGD(IterativeMechanism):
                 w.sub_(z, alpha=noise_step)
                 domain.project_(w.sub_(offsets[step - 1]) if moves[step - 1] else w)
                 continue
-            if constant:
-                gradient, scale = offsets[step - 1], 1.0  # offsets hold eta * g_t already
-            else:
-                position = (step - 1) % self.n
-                gradient = injected.get(position)
-                if gradient is None:
-                    gradient = loss.gradient(w, records[position])
-                scale = self.eta
             if masked:
-                updated = domain.project_(torch.sub(w, z, alpha=noise_step).sub_(gradient, alpha=scale))
+                updated = self._descend_(w.clone(), step, loss, records, injected, offsets)
+                domain.project_(updated.sub_(z, alpha=noise_step))
                 active = ((first <= step) & (step <= last)).unsqueeze(-1)
                 w = torch.where(active, updated, w)
             else:
-                domain.project_(w.sub_(z, alpha=noise_step).sub_(gradient, alpha=scale))
+                domain.project_(self._descend_(w, step, loss, records, injected, offsets).sub_(z, alpha=noise_step))
         return w
 
 

@@ -189,6 +189,19 @@ def test_logistic_gradient_matches_autograd():
     assert float(torch.linalg.vector_norm(x, dim=1).max()) <= 1.0 + 1e-12
 
 
+@pytest.mark.parametrize("name", ["linear", "quadratic", "logistic", "huber"])
+def test_in_place_descent_step_equals_the_gradient_step(name):
+    from mechanisms.domains import Ball
+    from mechanisms.losses import make_loss
+
+    loss = make_loss(name, dim=3, lipschitz=1.0, domain=Ball(1.0))
+    rng = np.random.default_rng(7)
+    record = loss.prepare(torch.from_numpy(rng.normal(size=loss.record_dim)))
+    w = torch.from_numpy(rng.normal(size=(5, 3)))
+    expected = w - 0.3 * loss.gradient(w, record)
+    np.testing.assert_allclose(loss.descend_(w.clone(), record, 0.3).numpy(), expected.numpy(), atol=1e-14)
+
+
 def test_reset_canary_kernel_is_a_gaussian_shift():
     n, t, s, u = 12, 5, 0.5, 0.8
     mech = make("projected-kernel", n=n, dim=1, sigma=s, domain="whole")
