@@ -31,6 +31,15 @@ _threads = os.cpu_count() or 1
 _pool: ThreadPoolExecutor | None = None
 
 
+def _forget_pool_in_child() -> None:
+    # a forked child inherits the pool object but not its threads: work submitted to it would wait forever
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 def set_threads(count: int) -> None:
     """Threads that sample tiles in parallel (the runner's worker processes use 1)."""
     global _threads, _pool

@@ -332,3 +332,17 @@ def test_sampling_is_tiled_and_independent_of_threads():
     np.testing.assert_array_equal(threaded, serial)
     # tiles draw from different streams: no two tiles repeat each other
     assert not np.allclose(threaded[:17], threaded[tiles.TILE_TRIALS:tiles.TILE_TRIALS + 17])
+
+
+def test_tiled_sampling_works_in_a_forked_child():
+    # the parent's tile pool has threads; a forked child must build its own instead of waiting forever
+    import multiprocessing
+
+    from mechanisms import tiles
+
+    mech = make("pnsgd", n=3, dim=2)
+    trials = 2 * tiles.TILE_TRIALS
+    expected = mech.sample(trials=trials, seed=5)  # creates the pool in this process
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        result = pool.apply_async(mech.sample, kwds={"trials": trials, "seed": 5})
+        np.testing.assert_array_equal(result.get(timeout=60), expected)
