@@ -171,10 +171,11 @@ class Mechanism(abc.ABC):
                     array = self._tile(data, trials, rng, dtype)
         finally:
             torch.set_num_threads(threads)
-        return array.reshape(trials, self.output_dim)
+        return array
 
     def _tile(self, data: Dataset, trials: int, rng: np.random.Generator,
               dtype: torch.dtype) -> np.ndarray:
+        """One tile's outputs as an array of shape ``(trials, output_dim)``."""
         return self._sample(data, trials, rng, dtype).detach().cpu().numpy().reshape(trials, self.output_dim)
 
     def check_dataset(self, data: Dataset) -> None:
