@@ -30,14 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from mechanisms.base import Mechanism
-from mechanisms.dataset import Dataset
-from mechanisms.dpsgd import DPSGD
-from mechanisms.kernels import ProjectedKernel
-from mechanisms.sgd import PNSGD
-from mechanisms.shuffle import ShuffledRR
-from mechanisms.errors import ParameterError
-from mechanisms.validation import check_choice
+from dpaudit.mechanisms.base import Mechanism
+from dpaudit.mechanisms.dataset import Dataset
+from dpaudit.mechanisms.dpsgd import DPSGD
+from dpaudit.mechanisms.kernels import ProjectedKernel
+from dpaudit.mechanisms.sgd import PNSGD
+from dpaudit.mechanisms.shuffle import ShuffledRR
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import check_choice
 
 __all__ = ["CANARY_KINDS", "PAIRS", "CanaryPair", "CanarySpec", "default_kind"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from attacks.scores import SCORES
+from dpaudit.attacks.scores import SCORES
 
 CANARIES = {
     "input": "a record at the ends of the record space (+ in S, - or removed in S')",

@@ -22,9 +22,9 @@ import math
 import numpy as np
 from scipy.stats import binom
 
-from audit.confidence import check_confidence, check_delta
-from mechanisms.errors import ParameterError
-from mechanisms.validation import check_int
+from dpaudit.audit.confidence import check_confidence, check_delta
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import check_int
 
 __all__ = ["OneRunBound", "one_run_epsilon", "one_run_from_scores"]
 

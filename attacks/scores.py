@@ -20,9 +20,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from attacks.canaries import CanaryPair
-from mechanisms.errors import ParameterError
-from mechanisms.validation import check_choice
+from dpaudit.attacks.canaries import CanaryPair
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import check_choice
 
 __all__ = ["SCORES", "ScoreFunction", "fit_score"]
 

@@ -3,6 +3,6 @@
 >>> from audit import assert_private, PrivacyViolation
 """
 
-from audit.regression import PrivacyViolation, assert_private
+from dpaudit.audit.regression import PrivacyViolation, assert_private
 
 __all__ = ["PrivacyViolation", "assert_private"]

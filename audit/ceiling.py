@@ -14,8 +14,8 @@ from collections.abc import Callable
 import numpy as np
 from scipy.stats import norm
 
-from audit.confidence import check_confidence, check_delta, cp_upper
-from mechanisms.validation import check_int
+from dpaudit.audit.confidence import check_confidence, check_delta, cp_upper
+from dpaudit.mechanisms.validation import check_int
 
 __all__ = ["gaussian_ceiling", "statistical_ceiling"]
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from mechanisms.errors import DPAuditError
+from dpaudit.mechanisms.errors import DPAuditError
 
 __all__ = ["main", "UsageError"]
 
@@ -49,7 +49,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from audit import commands
+    from dpaudit.audit import commands
 
     parser = _Parser(prog="dpaudit", description="Empirical privacy auditing of DP mechanisms.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

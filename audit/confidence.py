@@ -17,7 +17,7 @@ import math
 import numpy as np
 from statsmodels.stats.proportion import proportion_confint
 
-from mechanisms.errors import ParameterError
+from dpaudit.mechanisms.errors import ParameterError
 
 __all__ = [
     "check_confidence",

@@ -20,11 +20,11 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import mechanisms
-from attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
-from attacks.scores import SCORES
-from audit.estimators import STRATEGIES
-from mechanisms.errors import ParameterError
+from dpaudit import mechanisms
+from dpaudit.attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
+from dpaudit.attacks.scores import SCORES
+from dpaudit.audit.estimators import STRATEGIES
+from dpaudit.mechanisms.errors import ParameterError
 
 __all__ = ["AuditConfig", "ConfigError", "load_configs", "parse_config", "code_version"]
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from attacks.canaries import CanaryPair
-from attacks.scores import fit_score
-from audit.estimators import epsilon_lower_bound, gdp_lower_bound, profile_lower_bound
-from mechanisms.errors import ParameterError
-from mechanisms.validation import check_int
+from dpaudit.attacks.canaries import CanaryPair
+from dpaudit.attacks.scores import fit_score
+from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound, profile_lower_bound
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import check_int
 
 __all__ = ["calibration_trials", "certify_scores", "audit_pair", "chunk_sizes", "unit_seed", "PROFILE_EPSILONS"]
 _SIDES = {"a": 0, "b": 1}

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from audit.confidence import (
+from dpaudit.audit.confidence import (
     check_confidence,
     check_delta,
     check_scores,
@@ -42,9 +42,9 @@ from audit.confidence import (
     error_counts,
     split_calibration,
 )
-from mechanisms.accounting.profiles import gaussian_epsilon
-from mechanisms.errors import ParameterError
-from mechanisms.validation import check_choice
+from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import check_choice
 
 __all__ = [
     "EpsilonBound",

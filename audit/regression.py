@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from attacks.canaries import CanaryPair, CanarySpec
-from audit.core import audit_pair
-from mechanisms.base import Mechanism
-from mechanisms.dataset import as_dataset
-from mechanisms.errors import ParameterError
-from mechanisms.validation import check_real
-from mechanisms.wrapped import CallableMechanism
+from dpaudit.attacks.canaries import CanaryPair, CanarySpec
+from dpaudit.audit.core import audit_pair
+from dpaudit.mechanisms.base import Mechanism
+from dpaudit.mechanisms.dataset import as_dataset
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import check_real
+from dpaudit.mechanisms.wrapped import CallableMechanism
 
 __all__ = ["PrivacyViolation", "assert_private"]
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from attacks.canaries import CanaryPair
-from audit.config import AuditConfig, code_version
-from audit.core import PROFILE_EPSILONS, certify_scores
-from audit.verdict import combine, judge
-from mechanisms.accounting.claims import evaluate_claims
+from dpaudit.attacks.canaries import CanaryPair
+from dpaudit.audit.config import AuditConfig, code_version
+from dpaudit.audit.core import PROFILE_EPSILONS, certify_scores
+from dpaudit.audit.verdict import combine, judge
+from dpaudit.mechanisms.accounting.claims import evaluate_claims
 
 __all__ = ["SCHEMA_VERSION", "build_document", "distributions"]
 
@@ -59,7 +59,7 @@ def _empirical(results: dict[str, Any], trials: int) -> dict[str, Any]:
 def _exact(config: AuditConfig, pair: CanaryPair, audit: dict[str, Any], certified: int,
            confidence: float) -> dict[str, Any] | None:
     """The exact value of a one-dimensional instance and its statistical ceiling (THEORY.md 3.4, 5)."""
-    from mechanisms.accounting.instances import NotExact, exact_ceiling, exact_epsilon, exact_laws
+    from dpaudit.mechanisms.accounting.instances import NotExact, exact_ceiling, exact_epsilon, exact_laws
 
     try:
         laws = exact_laws(pair.mechanism, pair.dataset_a, pair.dataset_b)  # propagated once, used twice

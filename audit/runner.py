@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 from joblib import Parallel, delayed
 
-from attacks.canaries import CanaryPair
-from attacks.scores import ScoreFunction, fit_score
-from audit.config import AuditConfig, code_version
-from audit.core import calibration_trials, chunk_sizes, unit_seed
-from audit.results import build_document
-from audit.store import ChunkKey, Store
-from mechanisms.errors import DPAuditError, ParameterError
+from dpaudit.attacks.canaries import CanaryPair
+from dpaudit.attacks.scores import ScoreFunction, fit_score
+from dpaudit.audit.config import AuditConfig, code_version
+from dpaudit.audit.core import calibration_trials, chunk_sizes, unit_seed
+from dpaudit.audit.results import build_document
+from dpaudit.audit.store import ChunkKey, Store
+from dpaudit.mechanisms.errors import DPAuditError, ParameterError
 
 __all__ = ["RunOptions", "run_audits"]
 
@@ -60,7 +60,7 @@ def _run_unit(number: int, pair: CanaryPair, key: ChunkKey, trials: int, root: i
     import torch
 
     if single_thread:
-        from mechanisms import tiles
+        from dpaudit.mechanisms import tiles
 
         torch.set_num_threads(1)
         tiles.set_threads(1)

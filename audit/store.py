@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from mechanisms.errors import DPAuditError
+from dpaudit.mechanisms.errors import DPAuditError
 
 __all__ = ["ChunkKey", "Store", "StoreError", "STORE_SCHEMA"]
 

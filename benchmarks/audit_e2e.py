@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         config = Path(directory) / "audit.toml"
         config.write_text(CONFIG.format(trials=args.trials))
         started = time.perf_counter()
-        child = subprocess.Popen([sys.executable, "-m", "audit.cli", "run", str(config), "--store",
+        child = subprocess.Popen([sys.executable, "-m", "dpaudit", "run", str(config), "--store",
                                   str(Path(directory) / "s.sqlite"), "--json", "--quiet"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         process, peak, peak_pss = psutil.Process(child.pid), 0, 0

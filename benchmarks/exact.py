@@ -11,7 +11,7 @@ import json
 import sys
 import time
 
-from mechanisms.accounting.exact1d import Step, exact_profile
+from dpaudit.mechanisms.accounting.exact1d import Step, exact_profile
 
 
 def measure() -> list[dict]:

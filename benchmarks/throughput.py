@@ -25,8 +25,8 @@ import time
 import numpy as np
 import torch
 
-import mechanisms
-from mechanisms import noise, tiles
+from dpaudit import mechanisms
+from dpaudit.mechanisms import noise, tiles
 
 
 def _floor(rng, trials: int, steps: int, dim: int = 10, uniforms: int = 0) -> None:

@@ -16,11 +16,11 @@ import sys
 
 import numpy as np
 
-import mechanisms
-from attacks.canaries import CanarySpec
-from audit.ceiling import gaussian_ceiling
-from audit.core import audit_pair
-from audit.estimators import epsilon_lower_bound, gdp_lower_bound
+from dpaudit import mechanisms
+from dpaudit.attacks.canaries import CanarySpec
+from dpaudit.audit.ceiling import gaussian_ceiling
+from dpaudit.audit.core import audit_pair
+from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound
 
 
 def gaussian_rows(seeds: int) -> list[dict]:

@@ -6,11 +6,11 @@
 (1000, 10)
 """
 
-from mechanisms import baseline, dpsgd, kernels, lssgd, sgd, shuffle  # noqa: F401  (registration)
-from mechanisms.base import Mechanism, describe, make, registered, make_rng
-from mechanisms.dataset import Dataset, as_dataset
-from mechanisms.errors import DPAuditError, ParameterError
-from mechanisms.wrapped import CallableMechanism, from_callable
+from dpaudit.mechanisms import baseline, dpsgd, kernels, lssgd, sgd, shuffle  # noqa: F401  (registration)
+from dpaudit.mechanisms.base import Mechanism, describe, make, registered, make_rng
+from dpaudit.mechanisms.dataset import Dataset, as_dataset
+from dpaudit.mechanisms.errors import DPAuditError, ParameterError
+from dpaudit.mechanisms.wrapped import CallableMechanism, from_callable
 
 __all__ = [
     "CallableMechanism",

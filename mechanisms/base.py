@@ -16,10 +16,10 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import torch
 
-from mechanisms import tiles
-from mechanisms.dataset import Dataset, as_dataset
-from mechanisms.errors import ParameterError
-from mechanisms.validation import check_choice, check_int
+from dpaudit.mechanisms import tiles
+from dpaudit.mechanisms.dataset import Dataset, as_dataset
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import check_choice, check_int
 
 __all__ = [
     "Mechanism",
@@ -114,7 +114,7 @@ class Mechanism(abc.ABC):
 
     def claims(self, *, index: int | None = None) -> list:
         """Every theoretical bound for these parameters (see ``mechanisms.accounting.claims``)."""
-        from mechanisms.accounting.claims import claims_for
+        from dpaudit.mechanisms.accounting.claims import claims_for
 
         return claims_for(self, index=index)
 

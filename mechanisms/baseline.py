@@ -13,10 +13,10 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from mechanisms import noise
-from mechanisms.base import Mechanism, param, register
-from mechanisms.dataset import Dataset
-from mechanisms.validation import check_int, check_real
+from dpaudit.mechanisms import noise
+from dpaudit.mechanisms.base import Mechanism, param, register
+from dpaudit.mechanisms.dataset import Dataset
+from dpaudit.mechanisms.validation import check_int, check_real
 
 __all__ = ["GaussianMechanism", "LaplaceMechanism"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mechanisms.errors import ParameterError
+from dpaudit.mechanisms.errors import ParameterError
 
 __all__ = ["Dataset", "as_dataset"]
 

@@ -10,8 +10,8 @@ import math
 
 import torch
 
-from mechanisms.errors import ParameterError
-from mechanisms.validation import check_choice, check_real
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import check_choice, check_real
 
 __all__ = ["Ball", "Box", "Domain", "Whole", "make_domain", "DOMAIN_NAMES"]
 

@@ -23,13 +23,13 @@ import dataclasses
 import numpy as np
 import torch
 
-from mechanisms import noise
-from mechanisms.base import param, register
-from mechanisms.dataset import Dataset
-from mechanisms.iterative import IterativeMechanism, injected_rows
-from mechanisms.losses import Loss, _clip_rows, make_loss
-from mechanisms.errors import ParameterError
-from mechanisms.validation import check_choice, check_int, check_real
+from dpaudit.mechanisms import noise
+from dpaudit.mechanisms.base import param, register
+from dpaudit.mechanisms.dataset import Dataset
+from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
+from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import check_choice, check_int, check_real
 
 __all__ = ["DPSGD", "SAMPLINGS"]
 

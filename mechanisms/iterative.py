@@ -7,11 +7,11 @@ import math
 
 import torch
 
-from mechanisms.base import Mechanism, param
-from mechanisms.dataset import Dataset
-from mechanisms.domains import Domain, make_domain
-from mechanisms.errors import ParameterError
-from mechanisms.validation import check_choice, check_int, check_real
+from dpaudit.mechanisms.base import Mechanism, param
+from dpaudit.mechanisms.dataset import Dataset
+from dpaudit.mechanisms.domains import Domain, make_domain
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import check_choice, check_int, check_real
 
 __all__ = ["IterativeMechanism", "injected_rows"]
 

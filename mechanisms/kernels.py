@@ -25,13 +25,13 @@ import dataclasses
 import numpy as np
 import torch
 
-from mechanisms import noise
-from mechanisms.base import param, register
-from mechanisms.dataset import Dataset
-from mechanisms.errors import ParameterError
-from mechanisms.iterative import IterativeMechanism, injected_rows
-from mechanisms.losses import _clip_rows
-from mechanisms.validation import check_choice, check_real
+from dpaudit.mechanisms import noise
+from dpaudit.mechanisms.base import param, register
+from dpaudit.mechanisms.dataset import Dataset
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
+from dpaudit.mechanisms.losses import _clip_rows
+from dpaudit.mechanisms.validation import check_choice, check_real
 
 __all__ = ["ProjectedKernel", "STEPS"]
 
@@ -78,7 +78,7 @@ class ProjectedKernel(IterativeMechanism):
 
     def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
         """Exact ``log p_B(x) - log p_A(x)`` for one-dimensional instances (``exact1d``)."""
-        from mechanisms.accounting.instances import log_likelihood_ratio
+        from dpaudit.mechanisms.accounting.instances import log_likelihood_ratio
 
         return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
 

@@ -30,8 +30,8 @@ import math
 
 import torch
 
-from mechanisms.domains import Domain
-from mechanisms.validation import check_choice, check_real
+from dpaudit.mechanisms.domains import Domain
+from dpaudit.mechanisms.validation import check_choice, check_real
 
 __all__ = ["LOSS_NAMES", "Loss", "make_loss"]
 

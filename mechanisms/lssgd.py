@@ -21,9 +21,9 @@ import math
 
 import torch
 
-from mechanisms.base import param, register
-from mechanisms.dpsgd import DPSGD
-from mechanisms.validation import check_real
+from dpaudit.mechanisms.base import param, register
+from dpaudit.mechanisms.dpsgd import DPSGD
+from dpaudit.mechanisms.validation import check_real
 
 __all__ = ["DPLSSGD", "smoothing_denominator", "laplacian_smooth"]
 

@@ -22,13 +22,13 @@ import dataclasses
 import numpy as np
 import torch
 
-from mechanisms import noise
-from mechanisms.base import param, register
-from mechanisms.dataset import Dataset
-from mechanisms.errors import ParameterError
-from mechanisms.iterative import IterativeMechanism, injected_rows
-from mechanisms.losses import Loss, _clip_rows, make_loss
-from mechanisms.validation import check_choice, check_int, check_real
+from dpaudit.mechanisms import noise
+from dpaudit.mechanisms.base import param, register
+from dpaudit.mechanisms.dataset import Dataset
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
+from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
+from dpaudit.mechanisms.validation import check_choice, check_int, check_real
 
 __all__ = ["MultiEpochPNSGD", "PNSGD", "VARIANTS"]
 
@@ -99,7 +99,7 @@ class PNSGD(IterativeMechanism):
 
     def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
         """Exact ``log p_B(x) - log p_A(x)`` for one-dimensional affine instances (``exact1d``)."""
-        from mechanisms.accounting.instances import log_likelihood_ratio
+        from dpaudit.mechanisms.accounting.instances import log_likelihood_ratio
 
         return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
 

@@ -17,10 +17,10 @@ import math
 import numpy as np
 import torch
 
-from mechanisms.base import Mechanism, param, register
-from mechanisms.dataset import Dataset
-from mechanisms.errors import ParameterError
-from mechanisms.validation import check_int, check_real
+from dpaudit.mechanisms.base import Mechanism, param, register
+from dpaudit.mechanisms.dataset import Dataset
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import check_int, check_real
 
 __all__ = ["ShuffledRR"]
 

@@ -7,7 +7,7 @@ import numbers
 from collections.abc import Iterable
 from typing import Any
 
-from mechanisms.errors import ParameterError
+from dpaudit.mechanisms.errors import ParameterError
 
 __all__ = [
     "check_choice",

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from mechanisms.base import Mechanism
-from mechanisms.dataset import Dataset
-from mechanisms.errors import ParameterError
-from mechanisms.validation import check_int
+from dpaudit.mechanisms.base import Mechanism
+from dpaudit.mechanisms.dataset import Dataset
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import check_int
 
 __all__ = ["CallableMechanism", "from_callable"]
 

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-import mechanisms
-from audit.config import load_configs
-from audit.runner import RunOptions, run_audits
-from mechanisms.accounting.claims import evaluate_claims
-from mechanisms.accounting.lssgd import lssgd_claim_noise
-from reports import plots
-from reports.render import write_all
-from reports.text import verdict_sentence
+from dpaudit import mechanisms
+from dpaudit.audit.config import load_configs
+from dpaudit.audit.runner import RunOptions, run_audits
+from dpaudit.mechanisms.accounting.claims import evaluate_claims
+from dpaudit.mechanisms.accounting.lssgd import lssgd_claim_noise
+from dpaudit.reports import plots
+from dpaudit.reports.render import write_all
+from dpaudit.reports.text import verdict_sentence
 
 GALLERY = Path(__file__).resolve().parents[1] / "examples" / "gallery"
 

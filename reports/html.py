@@ -6,8 +6,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from reports import plots
-from reports.text import claims_rows, verdict_sentence
+from dpaudit.reports import plots
+from dpaudit.reports.text import claims_rows, verdict_sentence
 
 __all__ = ["html"]
 

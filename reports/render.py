@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reports.text import markdown, verdict_sentence
+from dpaudit.reports.text import markdown, verdict_sentence
 
 __all__ = ["FORMATS", "render", "write_all", "verdict_sentence"]
 
@@ -23,7 +23,7 @@ def render(document: dict[str, Any], fmt: str) -> str:
     if fmt == "md":
         return markdown(document)
     if fmt == "html":
-        from reports.html import html
+        from dpaudit.reports.html import html
 
         return html(document)
     raise ValueError(f"format must be one of {', '.join(FORMATS)}, got format={fmt!r}")

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from audit.cli import main
+from dpaudit.audit.cli import main
 
 
 def test_list_json_names_every_mechanism(capsys):
@@ -26,7 +26,7 @@ def test_list_text(capsys):
 
 
 def test_bad_command_exits_2_with_one_line():
-    result = subprocess.run([sys.executable, "-m", "audit.cli", "frobnicate"],
+    result = subprocess.run([sys.executable, "-m", "dpaudit", "frobnicate"],
                             capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1

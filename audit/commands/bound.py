@@ -8,9 +8,9 @@ import math
 import sys
 from typing import Any
 
-import mechanisms
-from audit.cli import UsageError, emit_json
-from mechanisms.accounting.claims import evaluate_claims
+from dpaudit import mechanisms
+from dpaudit.audit.cli import UsageError, emit_json
+from dpaudit.mechanisms.accounting.claims import evaluate_claims
 
 
 def parse_assignments(pairs: list[str] | None) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.cli import UsageError, emit_json
-from audit.estimators import STRATEGIES, epsilon_lower_bound, gdp_lower_bound
+from dpaudit.audit.cli import UsageError, emit_json
+from dpaudit.audit.estimators import STRATEGIES, epsilon_lower_bound, gdp_lower_bound
 
 
 def load_scores(path: str, name: str) -> np.ndarray:

@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-import mechanisms
-from audit.cli import emit_json
+from dpaudit import mechanisms
+from dpaudit.audit.cli import emit_json
 
 
 def catalogue() -> dict[str, Any]:
@@ -27,7 +27,7 @@ def catalogue() -> dict[str, Any]:
 
 def _attack_catalogue() -> dict[str, Any]:
     try:
-        from attacks.catalogue import catalogue as attack_catalogue
+        from dpaudit.attacks.catalogue import catalogue as attack_catalogue
     except ImportError:
         return {}
     return attack_catalogue()

@@ -6,8 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from audit.cli import UsageError
-from audit.store import Store
+from dpaudit.audit.cli import UsageError
+from dpaudit.audit.store import Store
 
 
 def load_result(reference: str, store: str) -> dict:
@@ -30,7 +30,7 @@ def load_result(reference: str, store: str) -> dict:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from reports.render import render
+    from dpaudit.reports.render import render
 
     document = load_result(args.result, args.store)
     Path(args.out).write_text(render(document, args.format), encoding="utf-8")

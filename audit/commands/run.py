@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from audit.cli import EXIT_OK, EXIT_VIOLATION, emit_json
-from audit.config import load_configs
-from audit.runner import RunOptions, run_audits
-from audit.verdict import combine
+from dpaudit.audit.cli import EXIT_OK, EXIT_VIOLATION, emit_json
+from dpaudit.audit.config import load_configs
+from dpaudit.audit.runner import RunOptions, run_audits
+from dpaudit.audit.verdict import combine
 
 
 def _summary(documents: list[dict[str, Any]]) -> None:
@@ -24,7 +24,7 @@ def _summary(documents: list[dict[str, Any]]) -> None:
 
 
 def _write_outputs(documents: list[dict[str, Any]], out: str) -> list[str]:
-    from reports.render import write_all
+    from dpaudit.reports.render import write_all
 
     directory = Path(out)
     directory.mkdir(parents=True, exist_ok=True)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from audit.cli import emit_json
+from dpaudit.audit.cli import emit_json
 
 
 def _run(args: argparse.Namespace) -> int:
-    from audit.zoo import VARIANTS, run_zoo
+    from dpaudit.audit.zoo import VARIANTS, run_zoo
 
     chosen = [v for v in VARIANTS if not args.only or any(name in v.name for name in args.only)]
     results = run_zoo(trials=args.trials, seed=args.seed, variants=chosen)

@@ -11,14 +11,14 @@ import math
 import numpy as np
 import torch
 
-from mechanisms import noise
-from mechanisms.base import param, register
-from mechanisms.dataset import Dataset
-from mechanisms.iterative import injected_rows
-from mechanisms.kernels import ProjectedKernel
-from mechanisms.losses import _clip_rows
-from mechanisms.sgd import PNSGD
-from mechanisms.shuffle import ShuffledRR
+from dpaudit.mechanisms import noise
+from dpaudit.mechanisms.base import param, register
+from dpaudit.mechanisms.dataset import Dataset
+from dpaudit.mechanisms.iterative import injected_rows
+from dpaudit.mechanisms.kernels import ProjectedKernel
+from dpaudit.mechanisms.losses import _clip_rows
+from dpaudit.mechanisms.sgd import PNSGD
+from dpaudit.mechanisms.shuffle import ShuffledRR
 
 __all__ = ["NoiselessLastStepKernel", "UnclippedPNSGD", "DeterministicStopPNSGD", "UnshuffledRR", "WrongFlipRR"]
 

@@ -6,8 +6,8 @@ import dataclasses
 import time
 from typing import Any
 
-from audit.core import audit_pair
-from audit.zoo.variants import VARIANTS, Variant, claimed_epsilon
+from dpaudit.audit.core import audit_pair
+from dpaudit.audit.zoo.variants import VARIANTS, Variant, claimed_epsilon
 
 __all__ = ["ZooResult", "run_zoo"]
 

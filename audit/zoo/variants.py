@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-import mechanisms
-from attacks.canaries import CanaryPair, CanarySpec
-from mechanisms.accounting.claims import evaluate_claims
-from mechanisms.accounting.profiles import gaussian_epsilon, laplace_epsilon
+from dpaudit import mechanisms
+from dpaudit.attacks.canaries import CanaryPair, CanarySpec
+from dpaudit.mechanisms.accounting.claims import evaluate_claims
+from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon, laplace_epsilon
 
 DELTA = 1e-5
 #: exact epsilon at DELTA of the stop-pnsgd instance (``_stop``): random stop, stop fixed at n

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from mechanisms.accounting.conversions import cks_delta, cks_epsilon
-from mechanisms.accounting.profiles import bisect_decreasing
+from dpaudit.mechanisms.accounting.conversions import cks_delta, cks_epsilon
+from dpaudit.mechanisms.accounting.profiles import bisect_decreasing
 
 __all__ = [
     "Claim",
@@ -146,7 +146,7 @@ def claims_for(mechanism: Any, *, index: int | None = None) -> list[Claim]:
 
     ``index=None`` evaluates per-index claims at their worst index.
     """
-    from mechanisms.accounting import builders  # noqa: F401  (registration)
+    from dpaudit.mechanisms.accounting import builders  # noqa: F401  (registration)
 
     n = getattr(mechanism, "n", None)
     if index is not None and n is not None and not 1 <= int(index) <= n:

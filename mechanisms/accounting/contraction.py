@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from mechanisms.accounting.profiles import bisect_decreasing, gaussian_log_delta
+from dpaudit.mechanisms.accounting.profiles import bisect_decreasing, gaussian_log_delta
 
 __all__ = [
     "gaussian_index_log_delta",

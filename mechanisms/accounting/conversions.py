@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from mechanisms.accounting.profiles import bisect_decreasing
+from dpaudit.mechanisms.accounting.profiles import bisect_decreasing
 
 __all__ = [
     "cks_delta",

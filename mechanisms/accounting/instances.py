@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from mechanisms.accounting.exact1d import Law, Step, _run, e_gamma
-from mechanisms.dataset import Dataset
-from mechanisms.errors import DPAuditError
+from dpaudit.mechanisms.accounting.exact1d import Law, Step, _run, e_gamma
+from dpaudit.mechanisms.dataset import Dataset
+from dpaudit.mechanisms.errors import DPAuditError
 
 __all__ = ["NotExact", "exact_laws", "instance_steps", "log_likelihood_ratio"]
 
@@ -151,7 +151,7 @@ def log_likelihood_ratio(mech, outputs: np.ndarray, data_a: Dataset, data_b: Dat
 def exact_ceiling(mech, data_a: Dataset, data_b: Dataset, *, trials: int, delta: float,
                   confidence: float = 0.95, laws: tuple[Law, Law] | None = None) -> float:
     """The statistical ceiling of a likelihood-ratio threshold audit of this instance (THEORY.md 3.4)."""
-    from audit.ceiling import statistical_ceiling
+    from dpaudit.audit.ceiling import statistical_ceiling
 
     p, q = laws or exact_laws(mech, data_a, data_b)
     weights = np.full(p.nodes.size, p.nodes[1] - p.nodes[0])

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mechanisms
-from audit.cli import main
-from mechanisms.accounting import lssgd, profiles, subsampling
-from mechanisms.accounting.claims import evaluate_claims
+from dpaudit import mechanisms
+from dpaudit.audit.cli import main
+from dpaudit.mechanisms.accounting import lssgd, profiles, subsampling
+from dpaudit.mechanisms.accounting.claims import evaluate_claims
 
 
 def by_name(claims, delta=1e-5):

@@ -8,12 +8,12 @@ import time
 import numpy as np
 import pytest
 
-import mechanisms
-from attacks.canaries import CanarySpec
-from audit.core import audit_pair
-from mechanisms.accounting.exact1d import Step, exact_profile
-from mechanisms.accounting.instances import NotExact, exact_ceiling, exact_epsilon, instance_steps
-from mechanisms.accounting.profiles import gaussian_delta, laplace_delta
+from dpaudit import mechanisms
+from dpaudit.attacks.canaries import CanarySpec
+from dpaudit.audit.core import audit_pair
+from dpaudit.mechanisms.accounting.exact1d import Step, exact_profile
+from dpaudit.mechanisms.accounting.instances import NotExact, exact_ceiling, exact_epsilon, instance_steps
+from dpaudit.mechanisms.accounting.profiles import gaussian_delta, laplace_delta
 
 EPS = np.array([0.0, 0.5, 1.0, 2.0, 4.0])
 
@@ -76,7 +76,7 @@ def test_exact_epsilon_is_the_root_even_at_an_atom_kink():
     # on K = [0, 1] the output has atoms at 0 and 1; delta(eps) has a kink where the atom term
     # P_A({0}) - e^eps P_B({0}) reaches zero (eps = log 4.03 = 1.394 here). Interpolating
     # log delta between grid points put eps(1e-5) at 1.351, where delta is still 0.02.
-    from mechanisms.accounting.instances import exact_delta_curve, exact_laws
+    from dpaudit.mechanisms.accounting.instances import exact_delta_curve, exact_laws
 
     mech = mechanisms.make("pnsgd", n=100, dim=1, eta=0.5, sigma=1.5, domain="box", low=0.0, high=1.0)
     pair = CanarySpec(kind="gradient").build(mech, 100)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mechanisms.accounting import contraction as egamma
-from mechanisms.accounting import iteration, profiles
+from dpaudit.mechanisms.accounting import contraction as egamma
+from dpaudit.mechanisms.accounting import iteration, profiles
 
 
 def test_shift_schedule_equal_noise_is_thm23():

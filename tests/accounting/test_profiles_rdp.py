@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mechanisms.accounting import conversions as conv
-from mechanisms.accounting import profiles, rdp
+from dpaudit.mechanisms.accounting import conversions as conv
+from dpaudit.mechanisms.accounting import profiles, rdp
 
 
 # THEORY.md 2.1 golden values (Balle & Wang Thm 8 evaluated with mpmath by the theory notes)

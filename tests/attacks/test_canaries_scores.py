@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-import mechanisms
-from attacks.canaries import CanarySpec
-from attacks.scores import fit_score
-from audit.core import audit_pair
-from mechanisms import ParameterError
+from dpaudit import mechanisms
+from dpaudit.attacks.canaries import CanarySpec
+from dpaudit.attacks.scores import fit_score
+from dpaudit.audit.core import audit_pair
+from dpaudit.mechanisms import ParameterError
 
 
 @pytest.mark.parametrize("name, params, kind", [
@@ -70,7 +70,7 @@ def test_fitted_scores_need_calibration_and_exact_needs_a_hook():
         fit_score("gaussian", pair)
     with pytest.raises(ParameterError, match="'dp-sgd' has none"):
         fit_score("exact", CanarySpec().build(mechanisms.make("dp-sgd", n=3, batch_size=1), 3))
-    from mechanisms.accounting.instances import NotExact
+    from dpaudit.mechanisms.accounting.instances import NotExact
 
     flat = CanarySpec().build(mechanisms.make("pnsgd", n=3, dim=2), 3)
     with pytest.raises(NotExact, match="one-dimensional, got dim=2"):

@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from attacks.one_run import one_run_epsilon, one_run_from_scores
-from audit.ceiling import gaussian_ceiling
-from audit.cli import main
-from audit.estimators import epsilon_lower_bound, gdp_lower_bound, profile_lower_bound
-from mechanisms import ParameterError
-from mechanisms.accounting.profiles import gaussian_delta
+from dpaudit.attacks.one_run import one_run_epsilon, one_run_from_scores
+from dpaudit.audit.ceiling import gaussian_ceiling
+from dpaudit.audit.cli import main
+from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound, profile_lower_bound
+from dpaudit.mechanisms import ParameterError
+from dpaudit.mechanisms.accounting.profiles import gaussian_delta
 
 
 # THEORY.md 3.4: Gaussian ceiling, confidence 0.95, delta 1e-5, CP, oracle threshold

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from audit.cli import main
-from audit.config import ConfigError, load_configs, parse_config
+from dpaudit.audit.cli import main
+from dpaudit.audit.config import ConfigError, load_configs, parse_config
 from tests.audit.conftest import SMALL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def test_broken_configs_exit_2_with_one_line(text, message, write_config, tmp_pa
 
 
 def test_missing_file_in_a_real_process(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "audit.cli", "run", str(tmp_path / "missing.toml")],
+    result = subprocess.run([sys.executable, "-m", "dpaudit", "run", str(tmp_path / "missing.toml")],
                             capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == f"dpaudit: error: {tmp_path / 'missing.toml'}: no such config file\n"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import mechanisms
-from audit import PrivacyViolation, assert_private
-from mechanisms.accounting.profiles import gaussian_epsilon
+from dpaudit import mechanisms
+from dpaudit.audit import PrivacyViolation, assert_private
+from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 
 
 def test_assert_private_passes_a_correct_mechanism_and_returns_the_audit():
@@ -40,8 +40,8 @@ def test_assert_private_with_a_user_function_and_dataset_pair():
 
 PLUGIN_TESTS = """
 import pytest
-import mechanisms
-from mechanisms.accounting.profiles import gaussian_epsilon
+from dpaudit import mechanisms
+from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 
 pytestmark = pytest.mark.dp_audit(trials=20_000, seed=1)
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audit.cli import main
-from audit.config import load_configs
-from audit.runner import RunOptions, run_audits
-from audit.store import Store, StoreError
+from dpaudit.audit.cli import main
+from dpaudit.audit.config import load_configs
+from dpaudit.audit.runner import RunOptions, run_audits
+from dpaudit.audit.store import Store, StoreError
 from tests.audit.conftest import SMALL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def _count_chunks(path: Path) -> int:
 def test_sigkill_midway_then_resume_matches_an_uninterrupted_run(write_config, tmp_path):
     config = write_config(KILLABLE)
     killed_store = tmp_path / "killed.sqlite"
-    process = subprocess.Popen([sys.executable, "-m", "audit.cli", "run", str(config), "--store", str(killed_store),
+    process = subprocess.Popen([sys.executable, "-m", "dpaudit", "run", str(config), "--store", str(killed_store),
                                 "--workers", "1", "--quiet"], cwd=REPO, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
@@ -134,8 +134,8 @@ def test_corrupted_and_foreign_stores_are_refused(write_config, tmp_path, capsys
 
 
 def test_check_exits_1_on_a_violation(write_config, tmp_path, monkeypatch):
-    from mechanisms.accounting import claims as claims_module
-    from mechanisms.accounting.claims import Claim
+    from dpaudit.mechanisms.accounting import claims as claims_module
+    from dpaudit.mechanisms.accounting.claims import Claim
 
     def understated(mech, index):  # a claim far below the truth, as a broken library would make
         return [Claim("understated", "test", "replace-one", epsilon_fn=lambda d: 0.01, delta_fn=lambda e: 0.0)]

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from audit.cli import main
-from audit.zoo import VARIANTS, run_zoo
+from dpaudit.audit.cli import main
+from dpaudit.audit.zoo import VARIANTS, run_zoo
 
 CATCHABLE = [v for v in VARIANTS if v.buggy and v.true_epsilon is not None]
 
@@ -42,9 +42,9 @@ def test_no_correct_variant_is_flagged(zoo_runs):
 
 
 def test_stop_variant_true_epsilons_are_the_exact_values():
-    import mechanisms
-    from audit.zoo.variants import STOP_TRUE_EPSILON
-    from mechanisms.accounting.instances import exact_epsilon
+    from dpaudit import mechanisms
+    from dpaudit.audit.zoo.variants import STOP_TRUE_EPSILON
+    from dpaudit.mechanisms.accounting.instances import exact_epsilon
 
     for variant in VARIANTS:
         if variant.name.startswith("stop-pnsgd-fixed-stop"):

@@ -17,9 +17,9 @@ import pytest
 import scipy.stats
 import torch
 
-import mechanisms
-from mechanisms import Dataset, make
-from mechanisms.lssgd import laplacian_smooth
+from dpaudit import mechanisms
+from dpaudit.mechanisms import Dataset, make
+from dpaudit.mechanisms.lssgd import laplacian_smooth
 
 TRIALS = 40_000
 
@@ -175,8 +175,8 @@ def test_dp_sgd_nonlinear_path_matches_linear_for_quadratic_mean():
 
 
 def test_logistic_gradient_matches_autograd():
-    from mechanisms.domains import Ball
-    from mechanisms.losses import make_loss
+    from dpaudit.mechanisms.domains import Ball
+    from dpaudit.mechanisms.losses import make_loss
 
     loss = make_loss("logistic", dim=3, lipschitz=1.0, domain=Ball(1.0))
     rng = np.random.default_rng(6)
@@ -191,8 +191,8 @@ def test_logistic_gradient_matches_autograd():
 
 @pytest.mark.parametrize("name", ["linear", "quadratic", "logistic", "huber"])
 def test_in_place_descent_step_equals_the_gradient_step(name):
-    from mechanisms.domains import Ball
-    from mechanisms.losses import make_loss
+    from dpaudit.mechanisms.domains import Ball
+    from dpaudit.mechanisms.losses import make_loss
 
     loss = make_loss(name, dim=3, lipschitz=1.0, domain=Ball(1.0))
     rng = np.random.default_rng(7)
@@ -317,7 +317,7 @@ def test_without_replacement_membership_of_a_few_records_has_the_exact_joint_law
 
 
 def test_sampling_is_tiled_and_independent_of_threads():
-    from mechanisms import tiles
+    from dpaudit.mechanisms import tiles
 
     mech = make("pnsgd", n=5, dim=3, sigma=0.5)
     trials = 2 * tiles.TILE_TRIALS + 17
@@ -339,7 +339,7 @@ def test_tiled_sampling_works_in_a_forked_child():
     # the parent's tile pool has threads; a forked child must build its own instead of waiting forever
     import multiprocessing
 
-    from mechanisms import tiles
+    from dpaudit.mechanisms import tiles
 
     mech = make("pnsgd", n=3, dim=2)
     trials = 2 * tiles.TILE_TRIALS

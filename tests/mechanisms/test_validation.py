@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-import mechanisms
-from mechanisms import Dataset, ParameterError, make
-from mechanisms.base import register
+from dpaudit import mechanisms
+from dpaudit.mechanisms import Dataset, ParameterError, make
+from dpaudit.mechanisms.base import register
 
 
 @pytest.mark.parametrize("name, params, message", [

@@ -11,10 +11,10 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from audit.cli import main
-from audit.config import parse_config
-from audit.runner import RunOptions, run_audits
-from reports.render import render
+from dpaudit.audit.cli import main
+from dpaudit.audit.config import parse_config
+from dpaudit.audit.runner import RunOptions, run_audits
+from dpaudit.reports.render import render
 
 INJECTED = "<script>alert('x')</script> & friends"
 

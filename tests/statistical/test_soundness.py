@@ -19,12 +19,12 @@ import math
 import numpy as np
 import pytest
 
-import mechanisms
-from attacks.canaries import CanarySpec
-from audit.confidence import error_counts
-from audit.core import audit_pair
-from audit.estimators import epsilon_lower_bound, gdp_lower_bound
-from mechanisms.accounting.profiles import gaussian_epsilon, laplace_epsilon
+from dpaudit import mechanisms
+from dpaudit.attacks.canaries import CanarySpec
+from dpaudit.audit.confidence import error_counts
+from dpaudit.audit.core import audit_pair
+from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound
+from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon, laplace_epsilon
 
 pytestmark = pytest.mark.statistical
 

@@ -1,3 +1,3 @@
 """Claim builders, one module per mechanism family (imported for registration)."""
 
-from mechanisms.accounting.builders import baseline, iterative, kernel, sgd  # noqa: F401
+from dpaudit.mechanisms.accounting.builders import baseline, iterative, kernel, sgd  # noqa: F401

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from mechanisms.accounting.claims import Claim, delta_for_epsilon, profile_claim, register_claims
-from mechanisms.accounting.profiles import gaussian_log_delta, laplace_delta, laplace_epsilon
-from mechanisms.accounting.subsampling import shuffle_epsilon, shuffle_max_local_epsilon
+from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, profile_claim, register_claims
+from dpaudit.mechanisms.accounting.profiles import gaussian_log_delta, laplace_delta, laplace_epsilon
+from dpaudit.mechanisms.accounting.subsampling import shuffle_epsilon, shuffle_max_local_epsilon
 
 BALLE_WANG = "Balle & Wang 2018, Thm 8 (exact Gaussian profile)"
 LAPLACE = "Laplace profile [1 - exp((eps - eps0)/2)]_+ (THEORY.md 2.1, derived)"

@@ -10,16 +10,16 @@ import math
 
 import numpy as np
 
-from mechanisms.accounting import contraction as egamma
-from mechanisms.accounting import iteration
-from mechanisms.accounting.claims import (
+from dpaudit.mechanisms.accounting import contraction as egamma
+from dpaudit.mechanisms.accounting import iteration
+from dpaudit.mechanisms.accounting.claims import (
     Claim,
     not_applicable,
     profile_claim,
     rdp_claim,
     register_claims,
 )
-from mechanisms.accounting.rdp import DEFAULT_ORDERS
+from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS
 
 REPLACE = "replace-one"
 THM23 = "Feldman et al. 2018, Thm 23 (per index), converted by Canonne-Kamath-Steinke 2020 Prop. 12"

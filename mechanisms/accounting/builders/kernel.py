@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mechanisms.accounting import contraction as egamma
-from mechanisms.accounting import iteration
-from mechanisms.accounting.claims import not_applicable, profile_claim, rdp_claim, register_claims
-from mechanisms.accounting.rdp import DEFAULT_ORDERS
+from dpaudit.mechanisms.accounting import contraction as egamma
+from dpaudit.mechanisms.accounting import iteration
+from dpaudit.mechanisms.accounting.claims import not_applicable, profile_claim, rdp_claim, register_claims
+from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS
 
 REPLACE = "replace-one"
 THM22 = ("Feldman et al. 2018, Thm 22 (shift reduction, optimal schedule with contraction factors), "

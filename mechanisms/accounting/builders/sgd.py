@@ -11,16 +11,16 @@ import math
 
 import numpy as np
 
-from mechanisms.accounting import iteration
-from mechanisms.accounting.claims import Claim, delta_for_epsilon, not_applicable, rdp_claim, register_claims
-from mechanisms.accounting.lssgd import lssgd_claim_condition, lssgd_claim_epsilon
-from mechanisms.accounting.profiles import gaussian_epsilon
-from mechanisms.accounting.rdp import (
+from dpaudit.mechanisms.accounting import iteration
+from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, not_applicable, rdp_claim, register_claims
+from dpaudit.mechanisms.accounting.lssgd import lssgd_claim_condition, lssgd_claim_epsilon
+from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
+from dpaudit.mechanisms.accounting.rdp import (
     DEFAULT_ORDERS,
     subsampled_gaussian_rdp,
     without_replacement_gaussian_rdp,
 )
-from mechanisms.accounting.subsampling import amplify_by_subsampling
+from dpaudit.mechanisms.accounting.subsampling import amplify_by_subsampling
 
 MTZ = "Mironov, Talwar, Zhang 2019 (Poisson-subsampled Gaussian RDP), converted by CKS Prop. 12"
 WBK = "Wang, Balle, Kasiviswanathan 2019, Thm 9 (sampling without replacement), converted by CKS Prop. 12"

@@ -1,0 +1,53 @@
+"""dpaudit: empirical privacy auditing of differentially private mechanisms.
+
+The top level holds the small public API; everything else lives in its
+subpackage (:mod:`dpaudit.mechanisms`, :mod:`dpaudit.attacks`,
+:mod:`dpaudit.audit`, :mod:`dpaudit.reports`).
+
+>>> import dpaudit
+>>> mech = dpaudit.make("gaussian", sigma=1.0)
+>>> result = dpaudit.audit(mech, trials=20_000, delta=1e-5)   # doctest: +SKIP
+>>> result.verdict                                            # doctest: +SKIP
+'consistent'
+
+Attributes are imported on first use, so ``import dpaudit`` (and
+``dpaudit --help``) stays fast and does not load torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.2.0"
+
+_PUBLIC = {
+    "make": "dpaudit.mechanisms.base",
+    "from_callable": "dpaudit.mechanisms.wrapped",
+    "audit": "dpaudit.audit.api",
+    "load_result": "dpaudit.audit.result",
+    "AuditResult": "dpaudit.audit.result",
+    "assert_private": "dpaudit.audit.regression",
+    "PrivacyViolation": "dpaudit.audit.regression",
+}
+__all__ = ["__version__", *_PUBLIC]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dpaudit.audit.api import audit
+    from dpaudit.audit.regression import PrivacyViolation, assert_private
+    from dpaudit.audit.result import AuditResult, load_result
+    from dpaudit.mechanisms.base import make
+    from dpaudit.mechanisms.wrapped import from_callable
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dpaudit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
