@@ -32,18 +32,14 @@ import numpy as np
 
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.dpsgd import DPSGD
-from dpaudit.mechanisms.kernels import ProjectedKernel
-from dpaudit.mechanisms.sgd import PNSGD
-from dpaudit.mechanisms.shuffle import ShuffledRR
 from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.kinds import Relation
 from dpaudit.mechanisms.validation import check_choice
 
 __all__ = ["CANARY_KINDS", "PAIRS", "CanaryPair", "CanarySpec", "default_kind"]
 
 CANARY_KINDS = ("input", "gradient", "reset", "boundary")
 PAIRS = ("opposite", "zero", "remove")
-_GRADIENT_MECHANISMS = (PNSGD, DPSGD, ProjectedKernel)  # subclasses (e.g. zoo variants) included
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
@@ -55,17 +51,15 @@ class CanaryPair:
     dataset_b: Dataset
     direction: np.ndarray
     index: int | None
-    relation: str
+    relation: Relation
     kind: str
 
 
 def default_kind(mechanism: Mechanism) -> str:
-    """The tightest canary the toolkit knows for this mechanism."""
-    if isinstance(mechanism, ProjectedKernel):
-        return "reset"
-    if isinstance(mechanism, _GRADIENT_MECHANISMS):
-        return "gradient"
-    return "input"
+    """The tightest canary the mechanism knows for itself (the first of ``canary_kinds``)."""
+    if not mechanism.canary_kinds:
+        raise ParameterError(f"mechanism {mechanism.name!r} defines no canary: its audit needs dataset_pair=(S, S')")
+    return mechanism.canary_kinds[0]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -109,7 +103,7 @@ class CanarySpec:
     def indices(self, mechanism: Mechanism) -> list[int | None]:
         """The canary positions this spec asks for (``[None]`` for unordered mechanisms)."""
         n = mechanism.n_records
-        if n is None or isinstance(mechanism, ShuffledRR):
+        if n is None or not mechanism.has_positions:
             return [None] if self.index in (None, "all") else [self._one(self.index, 10**9)]
         if self.index is None:
             return [n]
@@ -131,25 +125,19 @@ class CanarySpec:
     def build(self, mechanism: Mechanism, index: int | None) -> CanaryPair:
         """The neighbouring pair with the canary at ``index``."""
         kind = self.kind or default_kind(mechanism)
-        if kind == "reset" and not isinstance(mechanism, ProjectedKernel):
-            raise ParameterError(f"canary kind 'reset' needs mechanism 'projected-kernel', got {mechanism.name!r}")
-        if kind in ("gradient", "boundary") and not isinstance(mechanism, _GRADIENT_MECHANISMS):
-            raise ParameterError(
-                f"canary kind {kind!r} needs an iterative mechanism (pnsgd, multi-epoch-pnsgd, dp-sgd, "
-                f"dp-lssgd, projected-kernel), got {mechanism.name!r}")
+        if kind not in mechanism.canary_kinds:
+            supported = ", ".join(repr(k) for k in mechanism.canary_kinds) or "none"
+            raise ParameterError(f"canary kind {kind!r} is not supported by mechanism {mechanism.name!r} "
+                                 f"(supported: {supported})")
         if self.pair == "remove" and mechanism.n_records is not None:
             raise ParameterError(
                 f"canary pair 'remove' changes the number of records, which {mechanism.name} fixes at "
                 f"n={mechanism.n_records}; use pair='zero' or 'opposite'")
         if kind == "boundary":
-            if mechanism.domain == "whole":
-                raise ParameterError("canary kind 'boundary' needs a bounded domain, got domain='whole'")
-            mechanism = dataclasses.replace(mechanism, init="boundary")
+            mechanism = mechanism.with_boundary_start()
         background = self._background(mechanism)
         position = 1 if index is None else index
-        u = self._unit(getattr(mechanism, "dim", mechanism.output_dim))
-        if isinstance(mechanism, ShuffledRR):
-            return self._shuffle_pair(mechanism, background, position, kind)
+        u = self._unit(mechanism.canary_dim)
         if kind in ("gradient", "boundary"):
             return self._gradient_pair(mechanism, background, position, u, kind, index)
         return self._input_pair(mechanism, background, position, u, kind, index)
@@ -170,11 +158,7 @@ class CanarySpec:
         if self.background == "zeros":
             return Dataset(np.zeros(shape))
         if self.background == "random":
-            rng = np.random.default_rng(self.seed)
-            if isinstance(mechanism, ShuffledRR):
-                return Dataset(rng.integers(0, 2, shape).astype(float))
-            records = rng.standard_normal(shape) / np.sqrt(shape[1])
-            return Dataset(records)
+            return Dataset(mechanism.random_background(np.random.default_rng(self.seed), shape))
         path = Path(self.background)
         if not path.is_file():
             raise ParameterError(
@@ -185,27 +169,21 @@ class CanarySpec:
             raise ParameterError(f"canary background file must have shape {shape}, got {data.records.shape}")
         return data
 
-    def _relation(self, mechanism: Mechanism) -> str:
-        # A zero record is an absent record for sum queries, and for Poisson-sampled
-        # DP-SGD, whose sum is divided by the fixed expected batch size.
-        absent = mechanism.n_records is None or getattr(mechanism, "sampling", None) == "poisson"
-        if absent and self.pair in ("zero", "remove"):
-            return "add-remove"
-        return "replace-one"
+    def _relation(self, mechanism: Mechanism) -> Relation:
+        if mechanism.zero_record_is_absent and self.pair in ("zero", "remove"):
+            return Relation.ADD_REMOVE
+        return Relation.REPLACE_ONE
 
     def _gradient_pair(self, mechanism, background, position, u, kind, index) -> CanaryPair:
-        kernel = isinstance(mechanism, ProjectedKernel)
-        scale = mechanism.shift if kernel else mechanism.loss_function.lipschitz
+        scale, sign = mechanism.gradient_canary()
         if not np.isfinite(scale):
             raise ParameterError(f"a gradient canary needs a finite Lipschitz constant, got L={scale}")
         data_a = background.inject(position, scale * u)
         data_b = background.inject(position, (-scale if self.pair == "opposite" else 0.0) * u)
-        # PNSGD/DP-SGD steps subtract the gradient (larger under S'); kernels add the shift
-        direction = -u if kernel else u
-        return CanaryPair(mechanism, data_a, data_b, direction, index, self._relation(mechanism), kind)
+        return CanaryPair(mechanism, data_a, data_b, sign * u, index, self._relation(mechanism), kind)
 
     def _input_pair(self, mechanism, background, position, u, kind, index) -> CanaryPair:
-        record_a, record_b, sign = _extreme_records(mechanism, u, reset=kind == "reset")
+        record_a, record_b, direction = mechanism.canary_records(u, reset=kind == "reset")
         data_a = background.replace_record(position, record_a)
         if self.pair == "remove" and background.n == 1:
             # a sum query of no records equals the sum of one zero record
@@ -216,38 +194,5 @@ class CanarySpec:
             data_b = background.replace_record(position, np.zeros(mechanism.record_dim))
         else:
             data_b = background.replace_record(position, record_b)
-        return CanaryPair(mechanism, data_a, data_b, sign * _output_axis(mechanism, u), index,
+        return CanaryPair(mechanism, data_a, data_b, np.asarray(direction, dtype=float), index,
                           self._relation(mechanism), kind)
-
-    def _shuffle_pair(self, mechanism, background, position, kind) -> CanaryPair:
-        data_a = background.replace_record(position, [1.0])
-        data_b = background.replace_record(position, [0.0])
-        # S has one more 1-report in expectation: the count is larger under S
-        return CanaryPair(mechanism, data_a, data_b, -np.ones(mechanism.n), None, "replace-one", kind)
-
-
-def _output_axis(mechanism: Mechanism, u: np.ndarray) -> np.ndarray:
-    return u if u.size == mechanism.output_dim else np.resize(u, mechanism.output_dim)
-
-
-def _extreme_records(mechanism: Mechanism, u: np.ndarray, *, reset: bool) -> tuple[np.ndarray, np.ndarray, float]:
-    """Records ``(x, x')`` at the ends of the record space, and the sign of ``direction = sign * u``."""
-    name = mechanism.name
-    if isinstance(mechanism, ProjectedKernel):
-        flag = 1.0 if reset else 0.0
-        shift = mechanism.shift * u
-        return np.append(shift, flag), np.append(-shift, flag), -1.0
-    if name in ("gaussian", "laplace"):  # sum queries
-        if name == "laplace":
-            u = u / np.abs(u).sum()
-        return mechanism.sensitivity * u, -mechanism.sensitivity * u, -1.0
-    loss = mechanism.loss_function
-    if loss.name == "linear":
-        return loss.lipschitz * u, -loss.lipschitz * u, 1.0
-    if loss.name == "quadratic":
-        radius = loss.domain.diameter(loss.dim) / 2
-        return radius * u, -radius * u, -1.0
-    if loss.name == "logistic":  # label +1 pulls w along +x
-        return np.append(loss.lipschitz * u, 1.0), np.append(loss.lipschitz * u, -1.0), -1.0
-    big = 1e6  # huber: a huge label saturates the derivative at -1 (pulls w along +x)
-    return np.append(loss.lipschitz * u, big), np.append(loss.lipschitz * u, -big), -1.0

@@ -17,7 +17,7 @@ from scipy.stats import norm
 from dpaudit.audit.confidence import check_confidence, check_delta, cp_upper
 from dpaudit.mechanisms.validation import check_int
 
-__all__ = ["gaussian_ceiling", "statistical_ceiling"]
+__all__ = ["exact_ceiling", "gaussian_ceiling", "statistical_ceiling"]
 
 
 def statistical_ceiling(false_positive_rate: Callable[[np.ndarray], np.ndarray],
@@ -53,3 +53,22 @@ def gaussian_ceiling(mu: float, *, trials: int, delta: float, confidence: float 
     grid = np.linspace(-6.0 - mu, mu + 9.0, 20_001)
     return statistical_ceiling(lambda t: norm.sf(t), lambda t: norm.cdf(t - mu), grid,
                                trials=trials, delta=delta, confidence=confidence)
+
+
+def exact_ceiling(values: np.ndarray, mass_a: np.ndarray, mass_b: np.ndarray, *, trials: int, delta: float,
+                  confidence: float = 0.95) -> float:
+    """The ceiling of a threshold audit on a score with a known discrete law.
+
+    ``values`` are sorted score values with probabilities ``mass_a`` under
+    ``S`` and ``mass_b`` under ``S'`` (e.g. the exact likelihood ratio of a
+    one-dimensional instance, ``accounting.instances.likelihood_ratio_law``).
+    """
+    tail_a = np.cumsum(mass_a[::-1])[::-1]  # P_A[score >= v_k]
+    below_b = np.concatenate([[0.0], np.cumsum(mass_b)[:-1]])  # P_B[score < v_k]
+
+    def fpr(t):
+        return np.interp(t, values, tail_a)
+
+    def fnr(t):
+        return np.interp(t, values, below_b)
+    return statistical_ceiling(fpr, fnr, values, trials=trials, delta=delta, confidence=confidence)

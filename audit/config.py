@@ -12,10 +12,7 @@ table, the key and the value.
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
-import json
-import numbers
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -23,16 +20,12 @@ from typing import Any
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
 from dpaudit.attacks.scores import SCORES
-from dpaudit.audit.estimators import STRATEGIES
+from dpaudit.audit.job import AUDIT_DEFAULTS, AuditJob, AuditSettings, check_setting
 from dpaudit.mechanisms.errors import ParameterError
 
-__all__ = ["AuditConfig", "ConfigError", "load_configs", "parse_config", "code_version"]
+__all__ = ["AuditConfig", "ConfigError", "load_configs", "parse_config"]
 
 TABLES = ("mechanism", "canary", "attack", "audit", "sweep")
-AUDIT_DEFAULTS: dict[str, Any] = {
-    "trials": 100_000, "delta": 1e-5, "confidence": 0.95, "seed": 0, "threshold": "split",
-    "chunk_size": 10_000, "calibration_fraction": 0.1,
-}
 CANARY_DEFAULTS: dict[str, Any] = {
     "kind": None, "index": None, "background": "zeros", "pair": "opposite", "direction": None, "seed": 0,
 }
@@ -41,16 +34,6 @@ ATTACK_DEFAULTS: dict[str, Any] = {"score": "projection"}
 
 class ConfigError(ParameterError):
     """An audit config is malformed; the message names table, key and value."""
-
-
-def code_version() -> str:
-    """The installed dpaudit version (part of every audit's identity)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("dpaudit")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "0+unknown"
 
 
 class AuditConfig:
@@ -67,12 +50,17 @@ class AuditConfig:
         self.audit = resolved["audit"]
         self.title = resolved.get("title") or f"{self.mechanism.name} audit"
 
+    def job(self) -> AuditJob:
+        """The audit to run: one canary pair per position the config asks for."""
+        pairs = tuple(self.canary.build(self.mechanism, t) for t in self.canary.indices(self.mechanism))
+        description = {key: self.resolved[key] for key in ("mechanism", "canary", "attack")}
+        return AuditJob(self.mechanism, pairs, self.score, AuditSettings(**self.audit), self.title,
+                        description, self.source)
+
     @property
     def audit_id(self) -> str:
-        """Hash of the resolved config and the code version."""
-        canonical = json.dumps({"config": self.resolved, "code": code_version()}, sort_keys=True,
-                               separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+        """The id of :meth:`job` (config, datasets and code fingerprint)."""
+        return self.job().audit_id
 
     def with_trials(self, trials: int) -> "AuditConfig":
         """The same audit with another trial count (``--trials``)."""
@@ -87,27 +75,13 @@ def _fail(source: str, table: str, key: str, message: str) -> ConfigError:
 
 
 def _check_audit_key(key: str, value: Any, source: str) -> Any:
-    def is_int(v):
-        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-    def is_real(v):
-        return isinstance(v, numbers.Real) and not isinstance(v, bool)
-
-    checks = {
-        "trials": (lambda v: is_int(v) and v >= 20, "an integer >= 20"),
-        "delta": (lambda v: is_real(v) and 0 <= v < 1, "a number in [0, 1)"),
-        "confidence": (lambda v: is_real(v) and 0 < v < 1, "a number in (0, 1)"),
-        "seed": (lambda v: is_int(v) and v >= 0, "a non-negative integer"),
-        "threshold": (lambda v: v in STRATEGIES, "one of " + ", ".join(repr(s) for s in STRATEGIES)),
-        "chunk_size": (lambda v: is_int(v) and v >= 1, "a positive integer"),
-        "calibration_fraction": (lambda v: is_real(v) and 0 < v < 0.5, "a number in (0, 0.5)"),
-    }
-    if key not in checks:
-        raise _fail(source, "audit", key, f"unknown key (valid: {', '.join(checks)})")
-    ok, expected = checks[key]
-    if not ok(value):
-        raise _fail(source, "audit", key, f"must be {expected}, got {key}={value!r}")
-    return value
+    if key not in AUDIT_DEFAULTS:
+        raise _fail(source, "audit", key, f"unknown key (valid: {', '.join(AUDIT_DEFAULTS)})")
+    try:
+        return check_setting(key, value)
+    except ParameterError as exc:
+        message = str(exc).removeprefix(f"{key} ")
+        raise _fail(source, "audit", key, message) from None
 
 
 def _with_defaults(raw: dict[str, Any], table: str, defaults: dict[str, Any], source: str) -> dict[str, Any]:

@@ -79,6 +79,7 @@ def dp_audit(request: pytest.FixtureRequest):
     return audit
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own failure report
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     records = config.stash.get(_RECORDS, [])
     if not records:

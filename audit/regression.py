@@ -12,33 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.attacks.canaries import CanaryPair, CanarySpec
-from dpaudit.audit.core import audit_pair
+from dpaudit.attacks.canaries import CanarySpec
+from dpaudit.audit.api import audit
 from dpaudit.mechanisms.base import Mechanism
-from dpaudit.mechanisms.dataset import as_dataset
-from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_real
-from dpaudit.mechanisms.wrapped import CallableMechanism
 
 __all__ = ["PrivacyViolation", "assert_private"]
 
 
 class PrivacyViolation(AssertionError):
     """An audit certified that a mechanism is less private than claimed."""
-
-
-def _pair(mechanism: Mechanism, dataset_pair, canary: CanarySpec | None) -> tuple[CanaryPair, str]:
-    if dataset_pair is not None:
-        if len(dataset_pair) != 2:
-            raise ParameterError("dataset_pair must be a pair (S, S')")
-        a, b = (as_dataset(d) for d in dataset_pair)
-        # no canary direction is known: a Gaussian likelihood ratio fitted on calibration trials
-        return CanaryPair(mechanism, a, b, np.ones(mechanism.output_dim), None, "replace-one", "dataset-pair"), \
-            "gaussian"
-    if isinstance(mechanism, CallableMechanism):
-        raise ParameterError("assert_private needs dataset_pair=(S, S') for a mechanism wrapped with from_callable")
-    spec = canary or CanarySpec()
-    return spec.build(mechanism, spec.indices(mechanism)[-1]), "projection"
 
 
 def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, dataset_pair=None,
@@ -54,7 +37,7 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
         The claimed guarantee.
     dataset_pair : (array_like, array_like), optional
         Neighbouring datasets ``(S, S')``; default: the mechanism's tightest canary
-        (:func:`attacks.canaries.default_kind`) at its last position.
+        (the first of its ``canary_kinds``) at its last position.
     trials : int
         Trials per dataset (10% calibrate the threshold and any fitted score).
     confidence : float
@@ -72,20 +55,21 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
     PrivacyViolation
         With the certified bound, the claim, the confidence and how to reproduce.
     """
+    __tracebackhide__ = True  # pytest shows the message, not this helper's frames
     epsilon = check_real("epsilon", epsilon, nonnegative=True)
-    pair, default_score = _pair(mechanism, dataset_pair, canary)
-    chosen = score or default_score
-    result = audit_pair(pair, trials=trials, delta=delta, confidence=confidence, score=chosen, seed=seed)
-    bound = result["epsilon"].epsilon_lower_bound
+    result = audit(mechanism, dataset_pair=dataset_pair, canary=canary, score=score, trials=trials,
+                   delta=delta, confidence=confidence, seed=seed)
+    bound = result.epsilon_lower_bound
+    chosen = result.attack["score"]
     summary = {
         "mechanism": getattr(mechanism, "label", mechanism.name), "claimed_epsilon": epsilon, "delta": delta,
-        "epsilon_lower_bound": bound, "mu_lower_bound": result["gdp"].mu_lower_bound,
+        "epsilon_lower_bound": bound, "mu_lower_bound": result.empirical.mu_lower_bound,
         "confidence": confidence, "trials": trials, "seed": seed, "score": chosen, "violation": bound > epsilon,
     }
     if bound > epsilon:
         raise PrivacyViolation(
             f"{summary['mechanism']} is not ({epsilon:g}, {delta:g})-DP: certified epsilon >= {bound:.4f} "
             f"at delta={delta:g} with confidence {confidence:g} ({trials} trials per dataset, score {chosen!r}, "
-            f"{pair.kind} canary, {pair.relation}). Reproduce with assert_private(..., trials={trials}, "
-            f"seed={seed}, confidence={confidence:g}).")
+            f"{result.canary['kind']} canary, {result.canary['relation']}). Reproduce with "
+            f"assert_private(..., trials={trials}, seed={seed}, confidence={confidence:g}).")
     return summary

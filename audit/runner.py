@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import sys
 import time
 from collections.abc import Iterator
@@ -25,17 +26,45 @@ from joblib import Parallel, delayed
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import ScoreFunction, fit_score
-from dpaudit.audit.config import AuditConfig, code_version
-from dpaudit.audit.core import calibration_trials, chunk_sizes, unit_seed
-from dpaudit.audit.results import build_document
+from dpaudit.audit.assemble import assemble
+from dpaudit.audit.fingerprint import code_version
+from dpaudit.audit.job import AuditJob
+from dpaudit.audit.result import AuditResult
 from dpaudit.audit.store import ChunkKey, Store
 from dpaudit.mechanisms.errors import DPAuditError, ParameterError
 
-__all__ = ["RunOptions", "run_audits"]
+__all__ = ["RunOptions", "calibration_trials", "chunk_sizes", "run_audits", "unit_seed"]
+_SIDES = {"a": 0, "b": 1}
+_PARTS = {"cal": 0, "cert": 1}
+
+
+def unit_seed(root: int, index: int, side: str, part: str, chunk: int) -> np.random.SeedSequence:
+    """The seed of one chunk: independent of workers, backend and order of completion."""
+    return np.random.SeedSequence(root, spawn_key=(index, _SIDES[side], _PARTS[part], chunk))
+
+
+def chunk_sizes(total: int, size: int) -> list[int]:
+    """``total`` trials in chunks of at most ``size``."""
+    return [min(size, total - k * size) for k in range(math.ceil(total / size))]
+
+
+def calibration_trials(trials: int, fraction: float) -> int:
+    """Trials per dataset set aside for calibration (scores are fitted and thresholds chosen on them)."""
+    if not 0 < fraction < 1:
+        raise ParameterError(f"calibration_fraction must be in (0, 1), got calibration_fraction={fraction}")
+    count = int(math.ceil(fraction * trials))
+    if count < 1 or count >= trials:
+        raise ParameterError(f"trials={trials} is too few to set aside a calibration part")
+    return count
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RunOptions:
-    """How to execute: workers, backend, store and progress."""
+    """How to execute: workers, backend, store and progress.
+
+    ``store=":memory:"`` keeps chunks in memory (in-process audits such as
+    ``dpaudit.audit`` and ``assert_private``; nothing survives the call).
+    """
 
     store: str = "dpaudit.sqlite"
     workers: int | None = None
@@ -46,7 +75,7 @@ class RunOptions:
 
 @dataclasses.dataclass
 class _Plan:
-    config: AuditConfig
+    job: AuditJob
     audit_id: str
     pairs: dict[int, CanaryPair]
     n_cal: int
@@ -72,7 +101,7 @@ def _run_unit(number: int, pair: CanaryPair, key: ChunkKey, trials: int, root: i
 
 
 def _fitted(plan: _Plan) -> bool:
-    return plan.config.score != "projection" and plan.config.score != "exact"
+    return plan.job.score not in ("projection", "exact")
 
 
 @contextlib.contextmanager
@@ -121,17 +150,21 @@ def _execute(tasks: list[tuple], store: Store, n_jobs: int, progress: bool, labe
             bar.update(1)
 
 
-def run_audits(configs: list[AuditConfig], options: RunOptions) -> list[dict[str, Any]]:
-    """Run every config (sharing the worker pool and the store); return one document each."""
+def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
+    """Run every job (sharing the worker pool and the store); return one result each.
+
+    A chunk already in the store (same audit id, so the same config, datasets
+    and code) is reused, never recomputed.
+    """
     started = time.perf_counter()
     with Store(options.store) as store:
         plans = []
-        for config in configs:
-            trials = config.audit["trials"]
-            n_cal = calibration_trials(trials, config.audit["calibration_fraction"])
-            pairs = {t or 0: config.canary.build(config.mechanism, t) for t in config.canary.indices(config.mechanism)}
-            plan = _Plan(config, config.audit_id, pairs, n_cal, trials - n_cal)
-            store.register_audit(plan.audit_id, config.title, config.resolved, code_version())
+        for job in jobs:
+            n_cal = calibration_trials(job.settings.trials, job.settings.calibration_fraction)
+            audit_id = job.audit_id
+            plan = _Plan(job, audit_id, {pair.index or 0: pair for pair in job.pairs}, n_cal,
+                         job.settings.trials - n_cal)
+            store.register_audit(audit_id, job.title, dict(job.description), code_version())
             plans.append(plan)
         audit_of = {number: plan.audit_id for number, plan in enumerate(plans)}
         reused = {plan.audit_id: store.finished_chunks(plan.audit_id) for plan in plans}
@@ -147,17 +180,17 @@ def run_audits(configs: list[AuditConfig], options: RunOptions) -> list[dict[str
             for number, *_ in certification:
                 computed[audit_of[number]] += 1
             _execute(certification, store, n_jobs, options.progress, "certification", audit_of)
-        documents = []
+        results = []
         for plan in plans:
-            document = build_document(plan.config, plan.pairs, _scores_of(plan, store),
-                                      timings={"seconds": time.perf_counter() - started,
-                                               "chunk_seconds": store.chunk_seconds(plan.audit_id),
-                                               "chunks_computed": computed[plan.audit_id],
-                                               "chunks_reused": len(reused[plan.audit_id])},
-                                      store=str(options.store))
-            store.put_result(plan.audit_id, document)
-            documents.append(document)
-    return documents
+            result = assemble(plan.job, _scores_of(plan, store),
+                              timings={"seconds": time.perf_counter() - started,
+                                       "chunk_seconds": store.chunk_seconds(plan.audit_id),
+                                       "chunks_computed": computed[plan.audit_id],
+                                       "chunks_reused": len(reused[plan.audit_id])},
+                              store=str(options.store))
+            store.put_result(plan.audit_id, result.to_dict())
+            results.append(result)
+    return results
 
 
 def _tasks(plans: list[_Plan], part: str, reused: dict[str, set]) -> list[tuple]:
@@ -169,12 +202,12 @@ def _tasks(plans: list[_Plan], part: str, reused: dict[str, set]) -> list[tuple]
             if part == "cert":
                 scorer = plan.scorers[index]
             elif not _fitted(plan):
-                scorer = fit_score(plan.config.score, pair)
+                scorer = fit_score(plan.job.score, pair)
             for side in ("a", "b"):
-                for chunk, trials in enumerate(chunk_sizes(total, plan.config.audit["chunk_size"])):
+                for chunk, trials in enumerate(chunk_sizes(total, plan.job.settings.chunk_size)):
                     key = (index, side, part, chunk)
                     if key not in reused[plan.audit_id]:
-                        tasks.append((number, pair, key, trials, plan.config.audit["seed"], scorer))
+                        tasks.append((number, pair, key, trials, plan.job.settings.seed, scorer))
     return tasks
 
 
@@ -183,9 +216,9 @@ def _fit_scores(plan: _Plan, store: Store) -> None:
         if _fitted(plan):
             cal_a = store.get_chunks(plan.audit_id, index, "a", "cal")
             cal_b = store.get_chunks(plan.audit_id, index, "b", "cal")
-            plan.scorers[index] = fit_score(plan.config.score, pair, cal_a, cal_b, seed=plan.config.audit["seed"])
+            plan.scorers[index] = fit_score(plan.job.score, pair, cal_a, cal_b, seed=plan.job.settings.seed)
         else:
-            plan.scorers[index] = fit_score(plan.config.score, pair)
+            plan.scorers[index] = fit_score(plan.job.score, pair)
 
 
 def _scores_of(plan: _Plan, store: Store) -> dict[int, dict[str, np.ndarray]]:

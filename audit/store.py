@@ -19,10 +19,11 @@ import numpy as np
 
 from dpaudit.mechanisms.errors import DPAuditError
 
-__all__ = ["ChunkKey", "Store", "StoreError", "STORE_SCHEMA"]
+__all__ = ["ChunkKey", "MEMORY", "Store", "StoreError", "STORE_SCHEMA"]
 
 APPLICATION_ID = 0x44504155  # "DPAU"
 STORE_SCHEMA = 1
+MEMORY = ":memory:"  # an in-memory store: chunks live as long as the Store object
 ChunkKey = tuple[int, str, str, int]  # (canary index or 0, side "a"/"b", part "cal"/"cert", chunk)
 
 _SCHEMA = """
@@ -49,11 +50,12 @@ class Store:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        if self.path.exists() and self.path.is_dir():
+        in_memory = str(path) == MEMORY
+        if not in_memory and self.path.exists() and self.path.is_dir():
             raise StoreError(f"store {self.path} is a directory, not a file")
-        existed = self.path.exists() and self.path.stat().st_size > 0
+        existed = not in_memory and self.path.exists() and self.path.stat().st_size > 0
         try:
-            self.connection = sqlite3.connect(self.path, timeout=60)
+            self.connection = sqlite3.connect(MEMORY if in_memory else self.path, timeout=60)
             application_id = self.connection.execute("PRAGMA application_id").fetchone()[0]
             if existed and application_id != APPLICATION_ID:
                 tables = self.connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]

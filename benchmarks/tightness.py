@@ -19,7 +19,7 @@ import numpy as np
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
 from dpaudit.audit.ceiling import gaussian_ceiling
-from dpaudit.audit.core import audit_pair
+from dpaudit.audit.api import audit
 from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound
 
 
@@ -44,7 +44,7 @@ def kernel_rows(trials: int) -> list[dict]:
     rows = []
     for t in (1, 4, 7, 10):
         exact = 2 / (0.5 * math.sqrt(10 - t + 1))
-        mu = audit_pair(CanarySpec(kind="reset").build(mech, t), trials=trials, delta=1e-5, seed=t)["gdp"].mu_lower_bound
+        mu = audit(pair=CanarySpec(kind="reset").build(mech, t), trials=trials, delta=1e-5, seed=t).empirical.mu_lower_bound
         rows.append({"case": "reset canary", "index": t, "trials": trials, "exact_mu": exact, "certified_mu": mu,
                      "ratio": mu / exact})
     return rows

@@ -2,7 +2,7 @@
 
 import sys
 
-from dpaudit.audit.cli import main
+from dpaudit.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

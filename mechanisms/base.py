@@ -18,7 +18,7 @@ import torch
 
 from dpaudit.mechanisms import tiles
 from dpaudit.mechanisms.dataset import Dataset, as_dataset
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.errors import NotExact, ParameterError
 from dpaudit.mechanisms.validation import check_choice, check_int
 
 __all__ = [
@@ -112,11 +112,93 @@ class Mechanism(abc.ABC):
         generator; every trial must be independent of the others.
         """
 
-    def claims(self, *, index: int | None = None) -> list:
-        """Every theoretical bound for these parameters (see ``mechanisms.accounting.claims``)."""
-        from dpaudit.mechanisms.accounting.claims import claims_for
+    # -- what the mechanism says about itself -----------------------------
+    #: Canary kinds this mechanism supports; the first is its default, the tightest known.
+    canary_kinds: ClassVar[tuple[str, ...]] = ("input",)
 
-        return claims_for(self, index=index)
+    def claims(self, *, index: int | None = None) -> list:
+        """Every theoretical bound for these parameters, applicable or not (with the reason).
+
+        Parameters
+        ----------
+        index : int, optional
+            The canary position (1-based) for per-index bounds; ``None``
+            evaluates them at their worst index.
+
+        Returns
+        -------
+        list of dpaudit.mechanisms.accounting.claims.Claim
+        """
+        if index is not None:
+            if not self.has_positions:
+                raise ParameterError(f"index applies to mechanisms with records in a fixed order; "
+                                     f"{self.name} has none, got index={index}")
+            if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 1 <= index <= self.n_records:
+                raise ParameterError(f"index must be in 1..{self.n_records}, got index={index!r}")
+        return self._claims(index)
+
+    def _claims(self, index: int | None) -> list:
+        """The claims of this mechanism family; subclasses inherit their parent's."""
+        return []
+
+    @property
+    def has_positions(self) -> bool:
+        """True when records are processed in a fixed public order, so a canary has a position."""
+        return self.n_records is not None
+
+    @property
+    def canary_dim(self) -> int:
+        """Length of the canary direction ``u`` (the model dimension for iterations)."""
+        return self.output_dim
+
+    @property
+    def zero_record_is_absent(self) -> bool:
+        """True when a zero record acts as no record, so a zero canary realises add/remove."""
+        return self.n_records is None
+
+    def canary_records(self, u: np.ndarray, *, reset: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The canary records ``(x, x')`` at the ends of the record space.
+
+        Parameters
+        ----------
+        u : numpy.ndarray
+            Unit canary direction of length :attr:`canary_dim`.
+        reset : bool
+            Ask for the reset form of the canary (mechanisms that have one).
+
+        Returns
+        -------
+        record_a, record_b, direction
+            The records in ``S`` and ``S'`` and a vector in output space along
+            which outputs are larger under ``S'``.
+        """
+        raise ParameterError(f"canary kind 'input' is not defined for mechanism {self.name!r}")
+
+    def gradient_canary(self) -> tuple[float, float]:
+        """``(scale, sign)`` of a gradient-space canary.
+
+        The canary inserts ``scale * u`` in ``S`` (``-scale * u`` or zero in
+        ``S'``); outputs move along ``sign * u``, larger under ``S'``.
+        """
+        raise ParameterError(f"canary kind 'gradient' needs an iterative mechanism, got {self.name!r}")
+
+    def with_boundary_start(self) -> "Mechanism":
+        """The same mechanism started on the boundary of its domain (canary kind ``boundary``)."""
+        raise ParameterError(f"canary kind 'boundary' needs a bounded iterative mechanism, got {self.name!r}")
+
+    def random_background(self, rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+        """Random records for a ``background = "random"`` canary dataset."""
+        return rng.standard_normal(shape) / np.sqrt(shape[1])
+
+    def exact_steps(self, data: Dataset) -> tuple[list, dict[str, Any]]:
+        """The affine one-dimensional steps of this mechanism on ``data``, for the exact accountant.
+
+        Raises
+        ------
+        NotExact
+            When the exact accountant does not cover this instance (the message says why).
+        """
+        raise NotExact(f"no exact accountant for mechanism {self.name!r}")
 
     # -- shared behaviour ------------------------------------------------
     @property

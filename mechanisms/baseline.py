@@ -63,6 +63,11 @@ class _SumQuery(Mechanism):
     def n_records(self) -> None:
         return None
 
+    def canary_records(self, u: np.ndarray, *, reset: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # records of norm `sensitivity` in the clipping norm, +u in S and -u in S'
+        unit = u / np.linalg.norm(u, ord=self.norm_order)
+        return self.sensitivity * unit, -self.sensitivity * unit, -u
+
     def total(self, data: Dataset, dtype: torch.dtype) -> torch.Tensor:
         """The clipped sum (injected vectors are clipped like records)."""
         return _clip(_records(data, dtype), self.sensitivity, self.norm_order).sum(0)
@@ -100,6 +105,11 @@ class GaussianMechanism(_SumQuery):
     sigma: float = param(1.0, "standard deviation of the Gaussian noise")
     dtype: str = param("float64", "torch dtype of the computation: float32 or float64")
 
+    def _claims(self, index: int | None) -> list:
+        from dpaudit.mechanisms.accounting.builders.baseline import gaussian_claims
+
+        return gaussian_claims(self, index)
+
 
 @register
 @dataclasses.dataclass(frozen=True)
@@ -114,3 +124,8 @@ class LaplaceMechanism(_SumQuery):
     sensitivity: float = param(1.0, "L1 clipping norm of a record (add/remove sensitivity)")
     scale: float = param(1.0, "scale b of the Laplace noise")
     dtype: str = param("float64", "torch dtype of the computation: float32 or float64")
+
+    def _claims(self, index: int | None) -> list:
+        from dpaudit.mechanisms.accounting.builders.baseline import laplace_claims
+
+        return laplace_claims(self, index)

@@ -29,6 +29,7 @@ from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
 from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
 from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.kinds import Sampling, check_enum
 from dpaudit.mechanisms.validation import check_choice, check_int, check_real
 
 __all__ = ["DPSGD", "SAMPLINGS"]
@@ -64,7 +65,7 @@ class DPSGD(IterativeMechanism):
                 f"batch_size must be <= n={self.n}, got batch_size={self.batch_size}")
         check_real("eta", self.eta, positive=True)
         check_real("noise_std", self.noise_std, positive=True)
-        check_choice("sampling", self.sampling, SAMPLINGS)
+        object.__setattr__(self, "sampling", check_enum("sampling", self.sampling, Sampling))
         self.loss_function
 
     @property
@@ -72,6 +73,17 @@ class DPSGD(IterativeMechanism):
         """The loss with its constants on ``K``."""
         return make_loss(self.loss, dim=self.dim, lipschitz=self.lipschitz,
                          domain=self.domain_set, smoothness=self.smoothness)
+
+    @property
+    def zero_record_is_absent(self) -> bool:
+        # with Poisson sampling the sum is divided by the fixed expected batch size,
+        # so a zero record contributes exactly what an absent one does
+        return self.sampling == Sampling.POISSON
+
+    def _claims(self, index: int | None) -> list:
+        from dpaudit.mechanisms.accounting.builders.sgd import dpsgd_claims
+
+        return dpsgd_claims(self, index)
 
     @property
     def sample_rate(self) -> float:

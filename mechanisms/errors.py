@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DPAuditError", "ParameterError"]
+__all__ = ["DPAuditError", "NotExact", "ParameterError"]
 
 
 class DPAuditError(Exception):
@@ -15,3 +15,7 @@ class ParameterError(DPAuditError, ValueError):
     The message always names the parameter and the offending value, e.g.
     ``sigma must be > 0, got sigma=-1.0``.
     """
+
+
+class NotExact(DPAuditError):
+    """An instance is outside what the exact accountant computes (the message says why)."""

@@ -5,13 +5,15 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import torch
 
 from dpaudit.mechanisms.base import Mechanism, param
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.domains import Domain, make_domain
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_choice, check_int, check_real
+from dpaudit.mechanisms.errors import NotExact, ParameterError
+from dpaudit.mechanisms.kinds import NoiseKind, check_enum
+from dpaudit.mechanisms.validation import check_int, check_real
 
 __all__ = ["IterativeMechanism", "injected_rows"]
 
@@ -55,9 +57,41 @@ class IterativeMechanism(Mechanism):
         elif self.init == "boundary":
             domain.boundary_point(self.dim)
 
+    canary_kinds = ("gradient", "input", "boundary")
+
+    @property
+    def canary_dim(self) -> int:
+        return self.dim
+
+    def canary_records(self, u: np.ndarray, *, reset: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        record_a, record_b, sign = self.loss_function.extreme_records(u)
+        return record_a, record_b, sign * u
+
+    def gradient_canary(self) -> tuple[float, float]:
+        # the step subtracts the gradient: w is larger along +u when S' holds -L u
+        return float(self.loss_function.lipschitz), 1.0
+
+    def with_boundary_start(self) -> "IterativeMechanism":
+        if self.domain == "whole":
+            raise ParameterError("canary kind 'boundary' needs a bounded domain, got domain='whole'")
+        return dataclasses.replace(self, init="boundary")
+
+    def exact_options(self) -> dict:
+        """Interval, start point and noise of a one-dimensional instance (for ``exact_steps``)."""
+        if self.dim != 1:
+            raise NotExact(f"the exact accountant is one-dimensional, got dim={self.dim}")
+        if self.domain == "box":
+            low, high = float(self.low), float(self.high)
+        elif self.domain == "ball":
+            low, high = -float(self.radius), float(self.radius)
+        else:
+            low, high = -math.inf, math.inf
+        start = float(self.start(1, torch.float64)[0, 0])
+        return {"low": low, "high": high, "start": start, "noise": self.noise, "stop": False}
+
     def check_noise(self) -> None:
         """Validate ``noise`` and its parameter (``sigma`` for Gaussian, ``scale`` for Laplace)."""
-        check_choice("noise", self.noise, ("gaussian", "laplace"))
+        object.__setattr__(self, "noise", check_enum("noise", self.noise, NoiseKind))
         name = "sigma" if self.noise == "gaussian" else "scale"
         value = getattr(self, name)
         if value is None:

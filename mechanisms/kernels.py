@@ -21,6 +21,7 @@ applications to privacy", Prop. 1 (projected Gaussian kernel).
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import torch
@@ -62,6 +63,37 @@ class ProjectedKernel(IterativeMechanism):
         if self.step == "contraction" and factor >= 1.0:
             raise ParameterError(
                 f"step='contraction' needs contraction in [0, 1), got contraction={factor}")
+
+    canary_kinds = ("reset", "input", "gradient", "boundary")
+
+    def canary_records(self, u: np.ndarray, *, reset: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # a record is (shift, reset flag); the flag is public, shared by both datasets
+        flag = 1.0 if reset else 0.0
+        return np.append(self.shift * u, flag), np.append(-self.shift * u, flag), -u
+
+    def gradient_canary(self) -> tuple[float, float]:
+        return float(self.shift), -1.0  # kernels add their shift: larger along -u under S'
+
+    def _claims(self, index: int | None) -> list:
+        from dpaudit.mechanisms.accounting.builders.kernel import kernel_claims
+
+        return kernel_claims(self, index)
+
+    def exact_steps(self, data: Dataset) -> tuple[list, dict]:
+        """Affine steps ``X <- Pi_K(rho X + offset + N)`` of a one-dimensional kernel (docs/theory.md 5)."""
+        from dpaudit.mechanisms.accounting.exact1d import Step
+
+        options = self.exact_options()
+        low, high = options["low"], options["high"]
+        center = 0.5 * (low + high) if math.isfinite(low) else 0.0
+        steps = []
+        for t in range(self.n):
+            u = data.injected.get(t + 1, data.records[t, :1])[0]
+            u = float(np.clip(u, -self.shift, self.shift))
+            reset = data.records[t, 1] != 0 or self.rho == 0.0
+            rho = 0.0 if reset else self.rho
+            steps.append(Step(offset=center * (1 - rho) + u, rho=rho, spread=self.noise_spread))
+        return steps, options
 
     @property
     def rho(self) -> float:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import torch
 
 from dpaudit.mechanisms.domains import Domain
@@ -69,6 +70,22 @@ class Loss:
     smoothness: float
     strong_convexity: float
     domain: Domain
+
+    def extreme_records(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """Records ``(x, x')`` whose gradients pull ``w`` furthest apart along ``u``.
+
+        Returns the two records and the sign ``s`` such that the iterate is
+        larger along ``s * u`` under ``x'``.
+        """
+        if self.name == "linear":  # gradient x: the step moves w along -x
+            return self.lipschitz * u, -self.lipschitz * u, 1.0
+        if self.name == "quadratic":  # the step pulls w towards the centre c
+            radius = self.domain.diameter(self.dim) / 2
+            return radius * u, -radius * u, -1.0
+        if self.name == "logistic":  # label +1 pulls w along +x
+            return np.append(self.lipschitz * u, 1.0), np.append(self.lipschitz * u, -1.0), -1.0
+        big = 1e6  # huber: a huge label saturates the derivative at -1 (pulls w along +x)
+        return np.append(self.lipschitz * u, big), np.append(self.lipschitz * u, -big), -1.0
 
     @property
     def record_dim(self) -> int:

@@ -64,5 +64,10 @@ class DPLSSGD(DPSGD):
         terms = 1.0 / (1.0 + 2 * self.smoothing - 2 * self.smoothing * torch.cos(2 * math.pi * i / self.dim))
         return float(terms.mean())
 
+    def _claims(self, index: int | None) -> list:
+        from dpaudit.mechanisms.accounting.builders.sgd import lssgd_claims
+
+        return lssgd_claims(self, index)
+
     def direction(self, gradient: torch.Tensor) -> torch.Tensor:
         return laplacian_smooth(gradient, float(self.smoothing))

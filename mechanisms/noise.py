@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from dpaudit.mechanisms.kinds import NoiseKind
+
 __all__ = ["StepNoise", "draw", "gaussian", "laplace", "uniform"]
 
 _NUMPY = {torch.float32: np.float32, torch.float64: np.float64}
@@ -37,7 +39,8 @@ def uniform(shape: tuple[int, ...], rng: np.random.Generator) -> torch.Tensor:
 def draw(kind: str, shape: tuple[int, ...], spread: float, rng: np.random.Generator,
          dtype: torch.dtype) -> torch.Tensor:
     """Gaussian (``spread`` = std) or Laplace (``spread`` = scale) noise."""
-    if kind == "gaussian":
+    kind = NoiseKind(kind)  # ValueError for anything but "gaussian" or "laplace"
+    if kind is NoiseKind.GAUSSIAN:
         return gaussian(shape, spread, rng, dtype)
     return laplace(shape, spread, rng, dtype)
 
@@ -55,7 +58,7 @@ class StepNoise:
 
     def __init__(self, kind: str, shape: tuple[int, ...], rng: np.random.Generator,
                  dtype: torch.dtype) -> None:
-        self.kind, self.rng = kind, rng
+        self.kind, self.rng = NoiseKind(kind), rng
         self.buffer = np.empty(shape, dtype=_NUMPY[dtype])
         self.tensor = torch.from_numpy(self.buffer)
 

@@ -25,7 +25,7 @@ import torch
 from dpaudit.mechanisms import noise
 from dpaudit.mechanisms.base import param, register
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.errors import NotExact, ParameterError
 from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
 from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
 from dpaudit.mechanisms.validation import check_choice, check_int, check_real
@@ -96,6 +96,41 @@ class PNSGD(IterativeMechanism):
         elif self.variant == "stop":
             last = torch.from_numpy(rng.integers(1, self.n + 1, trials))
         return first, last
+
+    def _claims(self, index: int | None) -> list:
+        from dpaudit.mechanisms.accounting.builders.iterative import pnsgd_claims
+
+        return pnsgd_claims(self, index)
+
+    def exact_steps(self, data: Dataset) -> tuple[list, dict]:
+        """Affine steps of a one-dimensional run: gradient canaries and linear records translate,
+        quadratic records contract (docs/theory.md 5)."""
+        from dpaudit.mechanisms.accounting.exact1d import Step
+
+        options = self.exact_options()
+        if self.variant == "skip":
+            raise NotExact("variant='skip' is not covered by the exact accountant")
+        options["stop"] = self.variant == "stop"
+        loss = self.loss_function
+        spread = self.eta * self.noise_spread
+        steps = []
+        for step in range(self.steps):
+            position = step % self.n
+            injected = data.injected.get(position + 1)
+            if injected is not None or loss.name == "linear":
+                gradient = float(injected[0]) if injected is not None else float(data.records[position, 0])
+                gradient = float(np.clip(gradient, -loss.lipschitz, loss.lipschitz))
+                steps.append(Step(offset=-self.eta * gradient, rho=1.0, spread=spread))
+            elif loss.name == "quadratic":
+                centre = float(np.clip(data.records[position, 0], options["low"], options["high"]))
+                rho = 1 - self.eta * loss.smoothness
+                if not 0 <= rho <= 1:
+                    raise NotExact(f"eta * beta must be in [0, 1] for an affine quadratic step, "
+                                   f"got {self.eta * loss.smoothness}")
+                steps.append(Step(offset=self.eta * loss.smoothness * centre, rho=rho, spread=spread))
+            else:
+                raise NotExact(f"the {loss.name} loss gives non-affine steps")
+        return steps, options
 
     def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
         """Exact ``log p_B(x) - log p_A(x)`` for one-dimensional affine instances (``exact1d``)."""
@@ -171,3 +206,8 @@ class MultiEpochPNSGD(PNSGD):
     @property
     def steps(self) -> int:
         return self.n * self.epochs
+
+    def _claims(self, index: int | None) -> list:
+        from dpaudit.mechanisms.accounting.builders.iterative import multi_epoch_claims
+
+        return multi_epoch_claims(self, index)

@@ -48,6 +48,22 @@ class ShuffledRR(Mechanism):
         return 1.0 / (1.0 + math.exp(-self.epsilon0))
 
     @property
+    def has_positions(self) -> bool:
+        return False  # the shuffle erases the users' order
+
+    def canary_records(self, u: np.ndarray, *, reset: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # a 1-bit in S, a 0-bit in S': the count of 1-reports is larger under S
+        return np.array([1.0]), np.array([0.0]), -np.ones(self.n)
+
+    def random_background(self, rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+        return rng.integers(0, 2, shape).astype(float)
+
+    def _claims(self, index: int | None) -> list:
+        from dpaudit.mechanisms.accounting.builders.baseline import shuffled_rr_claims
+
+        return shuffled_rr_claims(self, index)
+
+    @property
     def output_dim(self) -> int:
         return self.n
 

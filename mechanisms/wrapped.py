@@ -33,6 +33,7 @@ class CallableMechanism(Mechanism):
     name = "callable"
     summary = "a user function fn(dataset, rng) -> array, one trial per call"
     tiled = False  # the user function may not be thread-safe: one call, one generator
+    canary_kinds = ()  # records of a user function are opaque: audits take a dataset pair
 
     def validate(self) -> None:
         if not callable(self.fn):

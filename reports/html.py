@@ -11,7 +11,7 @@ from dpaudit.reports.text import claims_rows, verdict_sentence
 
 __all__ = ["html"]
 
-_ENV = Environment(loader=PackageLoader("reports", "templates"), autoescape=select_autoescape(["html", "j2"]))
+_ENV = Environment(loader=PackageLoader("dpaudit.reports", "templates"), autoescape=select_autoescape(["html", "j2"]))
 
 
 def html(document: dict[str, Any]) -> str:

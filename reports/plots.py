@@ -1,4 +1,4 @@
-"""Report figures as inline SVG strings (matplotlib, Agg-free SVG backend).
+"""Report figures as inline SVG strings (matplotlib's object API and its SVG writer).
 
 Figures hold no user-supplied text: titles and labels are fixed strings,
 so the SVG needs no escaping beyond what matplotlib does.
@@ -12,23 +12,29 @@ import re
 from typing import Any
 
 import matplotlib
-
-matplotlib.use("svg")
-import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure
 
 __all__ = ["epsilon_by_index", "histograms", "privacy_profile", "roc", "to_svg"]
 
-plt.rcParams.update({"svg.fonttype": "none", "figure.dpi": 96, "font.size": 9,
-                     "axes.spines.top": False, "axes.spines.right": False})
+# Applied per figure (matplotlib.rc_context): importing this module changes no global setting.
+_STYLE = {"svg.fonttype": "none", "figure.dpi": 96, "font.size": 9,
+          "axes.spines.top": False, "axes.spines.right": False}
 _PROLOG = re.compile(r"^.*?(?=<svg)", re.S)
 _METADATA = re.compile(r"<metadata>.*?</metadata>", re.S)
+
+
+def new_figure(figsize: tuple[float, float]):
+    """A figure and its axes, made with the object API (no pyplot state, no backend switch)."""
+    with matplotlib.rc_context(_STYLE):
+        figure = Figure(figsize=figsize)
+        return figure, figure.subplots()
 
 
 def to_svg(figure) -> str:
     """The figure as an ``<svg>`` element with no XML prolog, DOCTYPE or metadata links."""
     buffer = io.StringIO()
-    figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(figure)
+    with matplotlib.rc_context(_STYLE):
+        figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = _PROLOG.sub("", buffer.getvalue(), count=1)
     return _METADATA.sub("", text)
 
@@ -41,7 +47,7 @@ def epsilon_by_index(document: dict[str, Any]) -> str:
     """Certified epsilon by canary index, every applicable claim, exact values and the ceiling."""
     rows = [r for r in document["per_index"] if r["index"] is not None] or document["per_index"]
     x = [r["index"] if r["index"] is not None else 0 for r in rows]
-    figure, axes = plt.subplots(figsize=(6.4, 3.6))
+    figure, axes = new_figure(figsize=(6.4, 3.6))
     names = []
     for row in rows:
         for claim in row["claims"]:
@@ -72,7 +78,7 @@ def epsilon_by_index(document: dict[str, Any]) -> str:
 def privacy_profile(document: dict[str, Any]) -> str:
     """Certified ``delta_lb(eps)`` under the claimed ``delta(eps)`` curves (log scale)."""
     empirical = document["empirical"]["profile"]
-    figure, axes = plt.subplots(figsize=(6.4, 3.6))
+    figure, axes = new_figure(figsize=(6.4, 3.6))
     for claim in document["claims"]:
         curve = claim.get("profile")
         if claim["applicable"] and curve:
@@ -93,7 +99,7 @@ def roc(document: dict[str, Any]) -> str:
     """The distinguisher's ROC (TPR against FPR) on log axes, at the strongest index."""
     row = _strongest(document)
     data = row["distributions"]["roc"]
-    figure, axes = plt.subplots(figsize=(4.2, 3.6))
+    figure, axes = new_figure(figsize=(4.2, 3.6))
     points = [(f, t) for f, t in zip(data["fpr"], data["tpr"]) if f > 0 and t > 0]
     if points:
         fpr, tpr = zip(*points)
@@ -113,7 +119,7 @@ def histograms(document: dict[str, Any]) -> str:
     edges = data["edges"]
     centres = [(a + b) / 2 for a, b in zip(edges[:-1], edges[1:])]
     width = edges[1] - edges[0]
-    figure, axes = plt.subplots(figsize=(4.2, 3.6))
+    figure, axes = new_figure(figsize=(4.2, 3.6))
     axes.bar(centres, data["a"], width=width, alpha=0.55, label="S")
     axes.bar(centres, data["b"], width=width, alpha=0.55, label="S'")
     axes.set_xlabel("score")

@@ -6,18 +6,28 @@ Reports only read a finished result; they never run anything.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dpaudit.audit.result import AuditResult
 from dpaudit.reports.text import markdown, verdict_sentence
 
-__all__ = ["FORMATS", "render", "write_all", "verdict_sentence"]
+__all__ = ["FORMATS", "as_document", "render", "verdict_sentence", "write_all", "write_text_atomic"]
 
 FORMATS = ("json", "md", "html")
 
 
-def render(document: dict[str, Any], fmt: str) -> str:
-    """The report as text in format ``fmt`` (``json``, ``md`` or ``html``)."""
+def as_document(result: AuditResult | Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON document of a result (reports render the document form)."""
+    return result.to_dict() if isinstance(result, AuditResult) else dict(result)
+
+
+def render(result: AuditResult | Mapping[str, Any], fmt: str) -> str:
+    """The report of ``result`` as text in format ``fmt`` (``json``, ``md`` or ``html``)."""
+    document = as_document(result)
     if fmt == "json":
         return json.dumps(document, indent=2, allow_nan=False) + "\n"
     if fmt == "md":
@@ -29,11 +39,25 @@ def render(document: dict[str, Any], fmt: str) -> str:
     raise ValueError(f"format must be one of {', '.join(FORMATS)}, got format={fmt!r}")
 
 
-def write_all(document: dict[str, Any], directory: Path) -> list[Path]:
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it: never a truncated file."""
+    path = Path(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_all(result: AuditResult | Mapping[str, Any], directory: Path) -> list[Path]:
     """Write every format as ``<audit_id>.<ext>`` in ``directory``."""
+    document = as_document(result)
     paths = []
     for fmt in FORMATS:
         path = Path(directory) / f"{document['audit_id']}.{fmt}"
-        path.write_text(render(document, fmt), encoding="utf-8")
+        write_text_atomic(path, render(document, fmt))
         paths.append(path)
     return paths

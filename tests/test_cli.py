@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from dpaudit.audit.cli import main
+from dpaudit.cli import main
 
 
 def test_list_json_names_every_mechanism(capsys):

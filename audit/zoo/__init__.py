@@ -1,6 +1,5 @@
 """The zoo of broken mechanisms the audit must catch, next to correct versions it must not flag."""
 
-from dpaudit.audit.zoo import broken  # noqa: F401  (registers the broken mechanisms)
 from dpaudit.audit.zoo.runner import ZooResult, run_zoo
 from dpaudit.audit.zoo.variants import VARIANTS, Variant, claimed_epsilon
 

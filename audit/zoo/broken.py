@@ -1,6 +1,7 @@
 """Broken mechanisms: each a realistic implementation bug in a subclass of a correct one.
 
-They are registered under their own names so configs can use them too.
+They are plain classes: importing this module registers nothing, so the
+zoo never changes what ``dpaudit.mechanisms.make`` knows.
 """
 
 from __future__ import annotations
@@ -12,20 +13,27 @@ import numpy as np
 import torch
 
 from dpaudit.mechanisms import noise
-from dpaudit.mechanisms.base import param, register
+from dpaudit.mechanisms.base import param
 from dpaudit.mechanisms.dataset import Dataset
+from dpaudit.mechanisms.errors import NotExact
 from dpaudit.mechanisms.iterative import injected_rows
 from dpaudit.mechanisms.kernels import ProjectedKernel
 from dpaudit.mechanisms.losses import _clip_rows
 from dpaudit.mechanisms.sgd import PNSGD
 from dpaudit.mechanisms.shuffle import ShuffledRR
 
+class _Bug:
+    """Mixin: a buggy variant has no exact accountant (its parent's steps are not what it samples)."""
+
+    def exact_steps(self, data: Dataset):
+        raise NotExact(f"{type(self).__name__} is a zoo bug: the exact accountant describes its correct parent")
+
+
 __all__ = ["NoiselessLastStepKernel", "UnclippedPNSGD", "DeterministicStopPNSGD", "UnshuffledRR", "WrongFlipRR"]
 
 
-@register
 @dataclasses.dataclass(frozen=True)
-class NoiselessLastStepKernel(ProjectedKernel):
+class NoiselessLastStepKernel(_Bug, ProjectedKernel):
     """Bug: the last step forgets its noise (``X_n = Pi_K(psi_n(X_{n-1}) + u_n)``)."""
 
     name = "zoo-kernel-noiseless-last-step"
@@ -40,9 +48,8 @@ class NoiselessLastStepKernel(ProjectedKernel):
         return self.domain_set.project(x + shift)
 
 
-@register
 @dataclasses.dataclass(frozen=True)
-class UnclippedPNSGD(PNSGD):
+class UnclippedPNSGD(_Bug, PNSGD):
     """Bug: records are not clipped, so the linear loss is not ``L``-Lipschitz for large records."""
 
     name = "zoo-pnsgd-unclipped"
@@ -59,9 +66,8 @@ class UnclippedPNSGD(PNSGD):
         return w
 
 
-@register
 @dataclasses.dataclass(frozen=True)
-class DeterministicStopPNSGD(PNSGD):
+class DeterministicStopPNSGD(_Bug, PNSGD):
     """Bug: under the Stop-PNSGD claim, the stopping time is always ``n`` (not random)."""
 
     name = "zoo-pnsgd-fixed-stop"
@@ -72,9 +78,8 @@ class DeterministicStopPNSGD(PNSGD):
         return first, torch.full_like(last, self.n)
 
 
-@register
 @dataclasses.dataclass(frozen=True)
-class UnshuffledRR(ShuffledRR):
+class UnshuffledRR(_Bug, ShuffledRR):
     """Bug: the 'shuffle' keeps the users' order."""
 
     name = "zoo-rr-unshuffled"
@@ -86,9 +91,8 @@ class UnshuffledRR(ShuffledRR):
         return torch.logical_xor(bits.unsqueeze(0), flip).to(dtype)
 
 
-@register
 @dataclasses.dataclass(frozen=True)
-class WrongFlipRR(ShuffledRR):
+class WrongFlipRR(_Bug, ShuffledRR):
     """Bug: the keep probability uses ``2 * eps0`` (``e^{2 eps0} / (1 + e^{2 eps0})``)."""
 
     name = "zoo-rr-wrong-flip"

@@ -6,7 +6,7 @@ import dataclasses
 import time
 from typing import Any
 
-from dpaudit.audit.core import audit_pair
+from dpaudit.audit.api import audit
 from dpaudit.audit.zoo.variants import VARIANTS, Variant, claimed_epsilon
 
 __all__ = ["ZooResult", "run_zoo"]
@@ -40,9 +40,9 @@ def run_zoo(*, trials: int | None = None, seed: int = 0, confidence: float = 0.9
         pair, claim_mechanism, relation = variant.build()
         claimed = claimed_epsilon(claim_mechanism, relation, pair.index, variant.delta)
         budget = trials or variant.trials
-        audit = audit_pair(pair, trials=budget, delta=variant.delta, confidence=confidence, score=variant.score,
-                           seed=seed)
-        bound = audit["epsilon"].epsilon_lower_bound
+        result = audit(pair=pair, trials=budget, delta=variant.delta, confidence=confidence, score=variant.score,
+                       seed=seed)
+        bound = result.epsilon_lower_bound
         results.append(ZooResult(variant.name, variant.buggy, bound > claimed, bound, claimed,
                                  variant.true_epsilon, variant.delta, budget, time.perf_counter() - start, variant.description))
     return results

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dpaudit import mechanisms
+from dpaudit.audit.zoo import broken
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon, laplace_epsilon
@@ -82,7 +83,7 @@ def _pnsgd_noise(buggy: bool):
 
 def _pnsgd_clip(buggy: bool):
     claim = mechanisms.make("pnsgd", n=1, dim=1, eta=0.5, sigma=8.0, domain="whole")
-    mech = mechanisms.make("zoo-pnsgd-unclipped", **claim.params) if buggy else claim
+    mech = broken.UnclippedPNSGD(**claim.params) if buggy else claim
     # the canary is a record of norm 2L: clipped to L by the correct code, not by the bug
     pair = _pair(mech, "input")
     pair = dataclasses.replace(pair, dataset_a=pair.dataset_a.replace_record(1, [2.0]),
@@ -93,7 +94,7 @@ def _pnsgd_clip(buggy: bool):
 def _kernel_last_step(buggy: bool):
     params = dict(n=6, dim=1, sigma=2.0, domain="whole")
     claim = mechanisms.make("projected-kernel", **params)
-    mech = mechanisms.make("zoo-kernel-noiseless-last-step", **params) if buggy else claim
+    mech = broken.NoiselessLastStepKernel(**params) if buggy else claim
     return _pair(mech, "reset", index=5), claim, "replace-one"
 
 
@@ -102,7 +103,7 @@ def _stop(buggy: bool):
     # which a stopping time fixed at n gives to the last record
     params = dict(n=100, dim=1, eta=0.5, sigma=1.5, variant="stop", domain="box", low=0.0, high=1.0)
     claim = mechanisms.make("pnsgd", **params)
-    mech = mechanisms.make("zoo-pnsgd-fixed-stop", **params) if buggy else claim
+    mech = broken.DeterministicStopPNSGD(**params) if buggy else claim
     return _pair(mech, "gradient", index=100), claim, "replace-one"
 
 
@@ -116,8 +117,8 @@ def _epochs(buggy: bool):
 def _shuffle(buggy: bool):
     params = dict(n=1000, epsilon0=1.5)  # the shuffle claim needs eps0 <= log(n / (16 log(2/delta)))
     claim = mechanisms.make("shuffled-rr", **params)
-    mech = mechanisms.make("zoo-rr-unshuffled", **params) if buggy else claim
-    pair = _pair(mech, "input", index=1)
+    mech = broken.UnshuffledRR(**params) if buggy else claim
+    pair = _pair(mech, "input")  # the canary is user 1
     direction = np.zeros(params["n"])
     direction[0] = -1.0  # look at the first position: only a missing shuffle leaks there
     return dataclasses.replace(pair, direction=direction), claim, "replace-one"
@@ -125,7 +126,7 @@ def _shuffle(buggy: bool):
 
 def _flip(buggy: bool):
     claim = mechanisms.make("shuffled-rr", n=1, epsilon0=1.0)
-    mech = mechanisms.make("zoo-rr-wrong-flip", n=1, epsilon0=1.0) if buggy else claim
+    mech = broken.WrongFlipRR(n=1, epsilon0=1.0) if buggy else claim
     return _pair(mech, "input"), claim, "replace-one"
 
 

@@ -5,8 +5,8 @@ assumes, the canary index for per-index bounds, and two pure functions,
 ``epsilon(delta)`` and ``delta(epsilon)``. A claim whose assumptions fail is
 kept, marked ``applicable=False`` with the reason, and never evaluated.
 
-Builders are registered per mechanism name (``register_claims``); the
-mechanisms call :func:`claims_for`.
+Each mechanism class lists its own claims (``Mechanism.claims``), calling a
+builder of :mod:`dpaudit.mechanisms.accounting.builders`; subclasses inherit them.
 """
 
 from __future__ import annotations
@@ -24,18 +24,14 @@ from dpaudit.mechanisms.accounting.profiles import bisect_decreasing
 __all__ = [
     "Claim",
     "RELATIONS",
-    "claims_for",
     "evaluate_claims",
     "delta_for_epsilon",
     "not_applicable",
     "profile_claim",
     "rdp_claim",
-    "register_claims",
 ]
 
 RELATIONS = ("replace-one", "add-remove")
-Builder = Callable[[Any, int | None], list["Claim"]]
-_BUILDERS: dict[str, Builder] = {}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -129,30 +125,6 @@ class Claim:
             if value >= 1.0:
                 entry["notes"].append("vacuous: the bound is 1 (clamped) at this epsilon")
         return entry
-
-
-def register_claims(name: str) -> Callable[[Builder], Builder]:
-    """Decorator registering the claim builder of mechanism ``name`` (no duplicates)."""
-    def wrap(builder: Builder) -> Builder:
-        if name in _BUILDERS:
-            raise ValueError(f"claims for {name!r} are already registered")
-        _BUILDERS[name] = builder
-        return builder
-    return wrap
-
-
-def claims_for(mechanism: Any, *, index: int | None = None) -> list[Claim]:
-    """Every claim for ``mechanism``'s parameters, at canary ``index`` (1-based).
-
-    ``index=None`` evaluates per-index claims at their worst index.
-    """
-    from dpaudit.mechanisms.accounting import builders  # noqa: F401  (registration)
-
-    n = getattr(mechanism, "n", None)
-    if index is not None and n is not None and not 1 <= int(index) <= n:
-        raise ValueError(f"index must be in 1..{n}, got index={index}")
-    builder = _BUILDERS.get(mechanism.name)
-    return [] if builder is None else builder(mechanism, index)
 
 
 def evaluate_claims(claims: list[Claim], *, delta: float | None = None,

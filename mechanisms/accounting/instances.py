@@ -16,72 +16,20 @@ import numpy as np
 
 from dpaudit.mechanisms.accounting.exact1d import Law, Step, _run, e_gamma
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import DPAuditError
+from dpaudit.mechanisms.errors import NotExact
 
-__all__ = ["NotExact", "exact_laws", "instance_steps", "log_likelihood_ratio"]
+__all__ = ["NotExact", "exact_laws", "instance_steps", "likelihood_ratio_law", "log_likelihood_ratio"]
 
 CELLS = 4096
 
 
-class NotExact(DPAuditError):
-    """The instance is outside what the exact accountant computes (the message says why)."""
-
-
-def _interval(mech) -> tuple[float, float]:
-    if mech.domain == "box":
-        return float(mech.low), float(mech.high)
-    if mech.domain == "ball":
-        return -float(mech.radius), float(mech.radius)
-    return -math.inf, math.inf
-
-
-def _start(mech) -> float:
-    return float(mech.start(1, __import__("torch").float64)[0, 0])
-
-
 def instance_steps(mech, data: Dataset) -> tuple[list[Step], dict[str, Any]]:
-    """The affine steps of ``mech`` on ``data`` and the options of the propagation."""
-    if mech.name not in ("projected-kernel", "pnsgd", "multi-epoch-pnsgd"):
-        raise NotExact(f"no exact accountant for mechanism {mech.name!r}")
-    if getattr(mech, "dim", None) != 1:
-        raise NotExact(f"the exact accountant is one-dimensional, got dim={getattr(mech, 'dim', None)}")
-    low, high = _interval(mech)
-    records = data.records
-    options: dict[str, Any] = {"low": low, "high": high, "start": _start(mech), "noise": mech.noise,
-                               "stop": False}
-    if mech.name == "projected-kernel":
-        spread = mech.noise_spread
-        center = 0.5 * (low + high) if math.isfinite(low) else 0.0
-        steps = []
-        for t in range(mech.n):
-            u = data.injected.get(t + 1, records[t, :1])[0]
-            u = float(np.clip(u, -mech.shift, mech.shift))
-            reset = records[t, 1] != 0 or mech.rho == 0.0
-            rho = 0.0 if reset else mech.rho
-            steps.append(Step(offset=center * (1 - rho) + u, rho=rho, spread=spread))
-        return steps, options
-    if mech.variant == "skip":
-        raise NotExact("variant='skip' is not covered by the exact accountant")
-    options["stop"] = mech.variant == "stop"
-    loss = mech.loss_function
-    spread = mech.eta * mech.noise_spread
-    steps = []
-    for step in range(mech.steps):
-        position = step % mech.n
-        injected = data.injected.get(position + 1)
-        if injected is not None or loss.name == "linear":
-            gradient = float(injected[0]) if injected is not None else float(records[position, 0])
-            gradient = float(np.clip(gradient, -loss.lipschitz, loss.lipschitz))
-            steps.append(Step(offset=-mech.eta * gradient, rho=1.0, spread=spread))
-        elif loss.name == "quadratic":
-            centre = float(np.clip(records[position, 0], low, high))
-            rho = 1 - mech.eta * loss.smoothness
-            if not 0 <= rho <= 1:
-                raise NotExact(f"eta * beta must be in [0, 1] for an affine quadratic step, got {mech.eta * loss.smoothness}")
-            steps.append(Step(offset=mech.eta * loss.smoothness * centre, rho=rho, spread=spread))
-        else:
-            raise NotExact(f"the {loss.name} loss gives non-affine steps")
-    return steps, options
+    """The affine steps of ``mech`` on ``data`` and the options of the propagation.
+
+    The mechanism describes its own steps (``Mechanism.exact_steps``);
+    :class:`NotExact` says why an instance is not covered.
+    """
+    return mech.exact_steps(data)
 
 
 def exact_laws(mech, data_a: Dataset, data_b: Dataset, cells: int = CELLS) -> tuple[Law, Law]:
@@ -148,12 +96,14 @@ def log_likelihood_ratio(mech, outputs: np.ndarray, data_a: Dataset, data_b: Dat
     return np.nan_to_num(ratio, nan=0.0, posinf=700.0, neginf=-700.0)
 
 
-def exact_ceiling(mech, data_a: Dataset, data_b: Dataset, *, trials: int, delta: float,
-                  confidence: float = 0.95, laws: tuple[Law, Law] | None = None) -> float:
-    """The statistical ceiling of a likelihood-ratio threshold audit of this instance (THEORY.md 3.4)."""
-    from dpaudit.audit.ceiling import statistical_ceiling
+def likelihood_ratio_law(laws: tuple[Law, Law]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The law of the exact log-likelihood-ratio score under ``S`` and ``S'``.
 
-    p, q = laws or exact_laws(mech, data_a, data_b)
+    Returns ``(values, mass_a, mass_b)``: sorted score values and their
+    probabilities under each dataset (grid cells and atoms), for the
+    statistical ceiling of an optimal threshold audit (docs/theory.md 3.4).
+    """
+    p, q = laws
     weights = np.full(p.nodes.size, p.nodes[1] - p.nodes[0])
     weights[[0, -1]] /= 2
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -167,14 +117,4 @@ def exact_ceiling(mech, data_a: Dataset, data_b: Dataset, *, trials: int, delta:
         mass_b.append(b)
     values, mass_a, mass_b = np.array(values), np.array(mass_a), np.array(mass_b)
     order = np.argsort(values)
-    values, mass_a, mass_b = values[order], mass_a[order] / mass_a.sum(), mass_b[order] / mass_b.sum()
-    tail_a = np.cumsum(mass_a[::-1])[::-1]  # P_A[ratio >= v_k]
-    below_b = np.concatenate([[0.0], np.cumsum(mass_b)[:-1]])  # P_B[ratio < v_k]
-    thresholds = values
-
-    def fpr(t):
-        return np.interp(t, thresholds, tail_a)
-
-    def fnr(t):
-        return np.interp(t, thresholds, below_b)
-    return statistical_ceiling(fpr, fnr, thresholds, trials=trials, delta=delta, confidence=confidence)
+    return values[order], mass_a[order] / mass_a.sum(), mass_b[order] / mass_b.sum()

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpaudit import mechanisms
-from dpaudit.audit.cli import main
+from dpaudit.cli import main
 from dpaudit.mechanisms.accounting import lssgd, profiles, subsampling
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 

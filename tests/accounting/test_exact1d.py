@@ -10,9 +10,16 @@ import pytest
 
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.audit.core import audit_pair
+from dpaudit.audit.api import audit
 from dpaudit.mechanisms.accounting.exact1d import Step, exact_profile
-from dpaudit.mechanisms.accounting.instances import NotExact, exact_ceiling, exact_epsilon, instance_steps
+from dpaudit.audit.ceiling import exact_ceiling
+from dpaudit.mechanisms.accounting.instances import (
+    NotExact,
+    exact_epsilon,
+    exact_laws,
+    instance_steps,
+    likelihood_ratio_law,
+)
 from dpaudit.mechanisms.accounting.profiles import gaussian_delta, laplace_delta
 
 EPS = np.array([0.0, 0.5, 1.0, 2.0, 4.0])
@@ -93,8 +100,9 @@ def test_exact_score_audit_reaches_the_ceiling():
     # least 0.9 of the statistical ceiling for its trial count.
     mech = mechanisms.make("pnsgd", n=20, dim=1, eta=0.1, sigma=2.0, domain="box", low=0.0, high=1.0, init=[0.5])
     pair = CanarySpec(kind="gradient").build(mech, 20)
-    result = audit_pair(pair, trials=200_000, delta=1e-5, score="exact", seed=4)
-    certified = result["epsilon"].epsilon_lower_bound
-    ceiling = exact_ceiling(mech, pair.dataset_a, pair.dataset_b, trials=180_000, delta=1e-5)
+    result = audit(pair=pair, trials=200_000, delta=1e-5, score="exact", seed=4)
+    certified = result.epsilon_lower_bound
+    ceiling = exact_ceiling(*likelihood_ratio_law(exact_laws(mech, pair.dataset_a, pair.dataset_b)),
+                            trials=180_000, delta=1e-5)
     assert certified >= 0.9 * ceiling
     assert certified <= exact_epsilon(mech, pair.dataset_a, pair.dataset_b, 1e-5)

@@ -10,7 +10,7 @@ import pytest
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
 from dpaudit.attacks.scores import fit_score
-from dpaudit.audit.core import audit_pair
+from dpaudit.audit.api import audit
 from dpaudit.mechanisms import ParameterError
 
 
@@ -48,8 +48,8 @@ def test_indices_and_pairs():
 
 
 @pytest.mark.parametrize("spec, mech, message", [
-    (dict(kind="reset"), ("pnsgd", {}), "canary kind 'reset' needs mechanism 'projected-kernel'"),
-    (dict(kind="gradient"), ("gaussian", {}), "canary kind 'gradient' needs an iterative mechanism"),
+    (dict(kind="reset"), ("pnsgd", {}), "canary kind 'reset' is not supported by mechanism 'pnsgd'"),
+    (dict(kind="gradient"), ("gaussian", {}), "canary kind 'gradient' is not supported by mechanism 'gaussian' (supported: 'input')"),
     (dict(pair="remove"), ("pnsgd", {}), "canary pair 'remove' changes the number of records"),
     (dict(kind="boundary"), ("pnsgd", {"domain": "whole"}), "needs a bounded domain"),
     (dict(index=0), ("pnsgd", {"n": 4}), "canary index must be an integer in 1..4 or 'all', got index=0"),
@@ -95,6 +95,6 @@ def test_reset_canary_certifies_the_exact_mu(t):
     # about 1-2% (Clopper-Pearson half-width at central thresholds).
     mech = mechanisms.make("projected-kernel", n=10, sigma=0.5, shift=1.0, domain="whole")
     exact = 2 * 1.0 / (0.5 * math.sqrt(10 - t + 1))
-    result = audit_pair(CanarySpec(kind="reset").build(mech, t), trials=200_000, delta=1e-5, seed=t)
-    mu = result["gdp"].mu_lower_bound
+    result = audit(pair=CanarySpec(kind="reset").build(mech, t), trials=200_000, delta=1e-5, seed=t)
+    mu = result.empirical.mu_lower_bound
     assert 0.95 * exact <= mu <= exact

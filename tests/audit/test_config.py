@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dpaudit.audit.cli import main
+from dpaudit.cli import main
 from dpaudit.audit.config import ConfigError, load_configs, parse_config
 from tests.audit.conftest import SMALL
 

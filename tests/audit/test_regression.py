@@ -56,7 +56,7 @@ def test_broken(dp_audit):
 
 def test_plugin_passes_correct_and_fails_broken_with_a_summary(pytester):
     pytester.makepyfile(test_dp=PLUGIN_TESTS)
-    result = pytester.runpytest("-q", "--dp-audit-split")
+    result = pytester.runpytest("-q", "--dp-audit-split", "-p", "no:randomly")  # the summary lists tests in order
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         "*PrivacyViolation: gaussian is not (4.37*, 1e-05)-DP: certified epsilon >=*",

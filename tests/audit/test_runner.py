@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpaudit.audit.cli import main
+from dpaudit.cli import main
 from dpaudit.audit.config import load_configs
-from dpaudit.audit.runner import RunOptions, run_audits
+from dpaudit.audit.runner import RunOptions
+from tests.helpers import run_documents
 from dpaudit.audit.store import Store, StoreError
 from tests.audit.conftest import SMALL
 
@@ -36,13 +37,13 @@ def bounds(document):
 
 def test_workers_and_dask_give_identical_results(write_config, tmp_path):
     configs = load_configs([write_config(SMALL)])
-    one = run_audits(configs, RunOptions(store=str(tmp_path / "one.sqlite"), workers=1, progress=False))[0]
-    two = run_audits(configs, RunOptions(store=str(tmp_path / "two.sqlite"), workers=2, progress=False))[0]
+    one = run_documents(configs, RunOptions(store=str(tmp_path / "one.sqlite"), workers=1, progress=False))[0]
+    two = run_documents(configs, RunOptions(store=str(tmp_path / "two.sqlite"), workers=2, progress=False))[0]
     from dask.distributed import LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None) as cluster:
-        dask = run_audits(configs, RunOptions(store=str(tmp_path / "dask.sqlite"), backend="dask",
+        dask = run_documents(configs, RunOptions(store=str(tmp_path / "dask.sqlite"), backend="dask",
                                               scheduler=cluster.scheduler_address, progress=False))[0]
     audit_id = one["audit_id"]
     reference = stored_scores(tmp_path / "one.sqlite", audit_id)
@@ -93,10 +94,10 @@ def test_sigkill_midway_then_resume_matches_an_uninterrupted_run(write_config, t
     finished = _count_chunks(killed_store)
     total = 2 * (4 + 36)  # two sides, 40000 calibration + 360000 certification trials in chunks of 10000
     assert 12 <= finished < total, finished
-    resumed = run_audits(load_configs([config]), RunOptions(store=str(killed_store), workers=1, progress=False))[0]
+    resumed = run_documents(load_configs([config]), RunOptions(store=str(killed_store), workers=1, progress=False))[0]
     assert resumed["timings"]["chunks_reused"] == finished
     assert resumed["timings"]["chunks_computed"] == total - finished  # no finished chunk recomputed
-    fresh = run_audits(load_configs([config]), RunOptions(store=str(tmp_path / "fresh.sqlite"), workers=2,
+    fresh = run_documents(load_configs([config]), RunOptions(store=str(tmp_path / "fresh.sqlite"), workers=2,
                                                           progress=False))[0]
     assert bounds(resumed) == bounds(fresh)
     assert resumed["empirical"]["epsilon"] == fresh["empirical"]["epsilon"]
@@ -106,10 +107,10 @@ def test_different_configs_do_not_mix_and_reruns_reuse(write_config, tmp_path):
     store = str(tmp_path / "shared.sqlite")
     first = write_config(SMALL, "first.toml")
     second = write_config(SMALL.replace("sigma = 1.0", "sigma = 3.0"), "second.toml")
-    a, b = run_audits(load_configs([first, second]), RunOptions(store=store, workers=1, progress=False))
+    a, b = run_documents(load_configs([first, second]), RunOptions(store=store, workers=1, progress=False))
     assert a["audit_id"] != b["audit_id"]
     assert a["empirical"]["mu_lower_bound"] > b["empirical"]["mu_lower_bound"]
-    again = run_audits(load_configs([first]), RunOptions(store=store, workers=1, progress=False))[0]
+    again = run_documents(load_configs([first]), RunOptions(store=store, workers=1, progress=False))[0]
     assert again["timings"]["chunks_computed"] == 0 and bounds(again) == bounds(a)
     with Store(store) as opened:
         assert opened.get_result(a["audit_id"])["empirical"] == json.loads(json.dumps(a["empirical"]))
@@ -134,13 +135,13 @@ def test_corrupted_and_foreign_stores_are_refused(write_config, tmp_path, capsys
 
 
 def test_check_exits_1_on_a_violation(write_config, tmp_path, monkeypatch):
-    from dpaudit.mechanisms.accounting import claims as claims_module
+    from dpaudit.mechanisms.baseline import GaussianMechanism
     from dpaudit.mechanisms.accounting.claims import Claim
 
     def understated(mech, index):  # a claim far below the truth, as a broken library would make
         return [Claim("understated", "test", "replace-one", epsilon_fn=lambda d: 0.01, delta_fn=lambda e: 0.0)]
 
-    monkeypatch.setitem(claims_module._BUILDERS, "gaussian", understated)
+    monkeypatch.setattr(GaussianMechanism, "_claims", lambda self, index: understated(self, index))
     config = write_config('[mechanism]\nname = "gaussian"\nsigma = 0.5\n[audit]\ntrials = 5000\n')
     store = str(tmp_path / "v.sqlite")
     assert main(["check", str(config), "--store", store, "--quiet"]) == 1
@@ -170,7 +171,7 @@ def test_example_configs_run_to_a_verdict(tmp_path):
     assert len(examples) >= 8
     configs = load_configs(examples)
     configs = [config.with_trials(2000) for config in configs]
-    documents = run_audits(configs, RunOptions(store=str(tmp_path / "ex.sqlite"), workers=2, progress=False))
+    documents = run_documents(configs, RunOptions(store=str(tmp_path / "ex.sqlite"), workers=2, progress=False))
     assert len(documents) == len(configs)
     for document in documents:
         assert document["verdict"] in ("consistent", "inconclusive")  # correct mechanisms never violate

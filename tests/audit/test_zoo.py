@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from dpaudit.audit.cli import main
+from dpaudit.cli import main
 from dpaudit.audit.zoo import VARIANTS, run_zoo
 
 CATCHABLE = [v for v in VARIANTS if v.buggy and v.true_epsilon is not None]

@@ -11,9 +11,10 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from dpaudit.audit.cli import main
+from dpaudit.cli import main
 from dpaudit.audit.config import parse_config
-from dpaudit.audit.runner import RunOptions, run_audits
+from dpaudit.audit.runner import RunOptions
+from tests.helpers import run_documents
 from dpaudit.reports.render import render
 
 INJECTED = "<script>alert('x')</script> & friends"
@@ -25,7 +26,7 @@ def document(tmp_path_factory):
            "mechanism": {"name": "projected-kernel", "n": 8, "sigma": 0.5, "domain": "whole"},
            "canary": {"kind": "reset", "index": [1, 4, 8]}, "audit": {"trials": 4000, "chunk_size": 2000}}
     store = tmp_path_factory.mktemp("store") / "r.sqlite"
-    return run_audits(parse_config(raw), RunOptions(store=str(store), workers=1, progress=False))[0]
+    return run_documents(parse_config(raw), RunOptions(store=str(store), workers=1, progress=False))[0]
 
 
 class _Collector(HTMLParser):
@@ -76,7 +77,7 @@ def test_markdown_and_json(document):
     assert "<script>" not in text and "&lt;script&gt;" in text
     assert "Verdict: consistent" in text and "| pabi-shift-reduction |" in text
     parsed = json.loads(render(document, "json"))
-    assert parsed["schema_version"] == 1 and parsed["title"] == INJECTED
+    assert parsed["schema_version"] == 2 and parsed["title"] == INJECTED
     with pytest.raises(ValueError, match="format must be one of"):
         render(document, "pdf")
 

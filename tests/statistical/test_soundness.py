@@ -22,7 +22,7 @@ import pytest
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
 from dpaudit.audit.confidence import error_counts
-from dpaudit.audit.core import audit_pair
+from dpaudit.audit.api import audit
 from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon, laplace_epsilon
 
@@ -96,7 +96,7 @@ def test_fitted_scores_through_the_mechanism_are_sound(score):
     pair = CanarySpec(kind="input").build(mech, None)
     truth = float(gaussian_epsilon(DELTA, 1.0))
     audits = 120
-    bounds = np.array([audit_pair(pair, trials=3000, delta=DELTA, score=score, seed=1000 + k)["epsilon"]
-                       .epsilon_lower_bound for k in range(audits)])
+    bounds = np.array([audit(pair=pair, trials=3000, delta=DELTA, score=score, seed=1000 + k).epsilon_lower_bound
+                       for k in range(audits)])
     assert np.mean(bounds > truth) <= tolerance(audits)
     assert np.median(bounds) > 0.5 * truth

@@ -1,3 +1,1 @@
-"""Claim builders, one module per mechanism family (imported for registration)."""
-
-from dpaudit.mechanisms.accounting.builders import baseline, iterative, kernel, sgd  # noqa: F401
+"""Claim builders, one module per mechanism family; each mechanism class calls its own."""

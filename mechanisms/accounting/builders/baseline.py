@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, profile_claim, register_claims
+from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, profile_claim
 from dpaudit.mechanisms.accounting.profiles import gaussian_log_delta, laplace_delta, laplace_epsilon
 from dpaudit.mechanisms.accounting.subsampling import shuffle_epsilon, shuffle_max_local_epsilon
 
@@ -14,7 +14,6 @@ BALLE_WANG = "Balle & Wang 2018, Thm 8 (exact Gaussian profile)"
 LAPLACE = "Laplace profile [1 - exp((eps - eps0)/2)]_+ (THEORY.md 2.1, derived)"
 
 
-@register_claims("gaussian")
 def gaussian_claims(mech, index):
     claims = []
     for relation, factor in (("add-remove", 1.0), ("replace-one", 2.0)):
@@ -24,7 +23,6 @@ def gaussian_claims(mech, index):
     return claims
 
 
-@register_claims("laplace")
 def laplace_claims(mech, index):
     claims = []
     for relation, factor in (("add-remove", 1.0), ("replace-one", 2.0)):
@@ -46,7 +44,6 @@ def _rr_log_delta(epsilon0: float):
     return log_delta
 
 
-@register_claims("shuffled-rr")
 def shuffled_rr_claims(mech, index):
     local = profile_claim(
         "local-randomized-response",

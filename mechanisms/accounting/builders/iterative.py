@@ -17,7 +17,6 @@ from dpaudit.mechanisms.accounting.claims import (
     not_applicable,
     profile_claim,
     rdp_claim,
-    register_claims,
 )
 from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS
 
@@ -71,7 +70,6 @@ class Assumptions:
         return diameter / (m.eta * m.sigma)
 
 
-@register_claims("pnsgd")
 def pnsgd_claims(mech, index):
     a = Assumptions(mech)
     t = mech.n if index is None else int(index)
@@ -172,7 +170,6 @@ def _laplace_claims(mech, a: Assumptions, t: int) -> list[Claim]:
     return claims
 
 
-@register_claims("multi-epoch-pnsgd")
 def multi_epoch_claims(mech, index):
     a = Assumptions(mech)
     t = mech.n if index is None else int(index)

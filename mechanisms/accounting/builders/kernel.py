@@ -12,7 +12,7 @@ import numpy as np
 
 from dpaudit.mechanisms.accounting import contraction as egamma
 from dpaudit.mechanisms.accounting import iteration
-from dpaudit.mechanisms.accounting.claims import not_applicable, profile_claim, rdp_claim, register_claims
+from dpaudit.mechanisms.accounting.claims import not_applicable, profile_claim, rdp_claim
 from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS
 
 REPLACE = "replace-one"
@@ -22,7 +22,6 @@ PROP1 = "Asoodeh, Diaz, Calmon, Thm 3 and Prop. 1 (projected Gaussian kernel con
 LAPLACE = "Asoodeh, Diaz, Calmon, Thm 3 with the Laplace profile (THEORY.md 2.5 [derived])"
 
 
-@register_claims("projected-kernel")
 def kernel_claims(mech, index):
     t = mech.n if index is None else int(index)
     diameter = mech.domain_set.diameter(mech.dim)

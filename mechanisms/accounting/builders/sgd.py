@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from dpaudit.mechanisms.accounting import iteration
-from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, not_applicable, rdp_claim, register_claims
+from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, not_applicable, rdp_claim
 from dpaudit.mechanisms.accounting.lssgd import lssgd_claim_condition, lssgd_claim_epsilon
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 from dpaudit.mechanisms.accounting.rdp import (
@@ -44,7 +44,6 @@ def _step_rdp(mech, orders, noise_std: float, steps: int):
                                             mu=2 * L / (mech.batch_size * noise_std), steps=steps)
 
 
-@register_claims("dp-sgd")
 def dpsgd_claims(mech, index):
     return _sgd_claims(mech)
 
@@ -91,7 +90,6 @@ def _sgd_claims(mech) -> list[Claim]:
     return claims
 
 
-@register_claims("dp-lssgd")
 def lssgd_claims(mech, index):
     claims = _sgd_claims(mech)
     accountant = claims[0].name

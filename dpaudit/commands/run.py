@@ -5,25 +5,24 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
-
-from dpaudit.audit.cli import EXIT_OK, EXIT_VIOLATION, emit_json
+from dpaudit.cli import EXIT_OK, EXIT_VIOLATION, emit_json
 from dpaudit.audit.config import load_configs
+from dpaudit.audit.result import AuditResult
 from dpaudit.audit.runner import RunOptions, run_audits
 from dpaudit.audit.verdict import combine
 
 
-def _summary(documents: list[dict[str, Any]]) -> None:
+def _summary(results: list[AuditResult]) -> None:
     err = sys.stderr
     err.write(f"{'audit':<18} {'title':<34} {'eps >=':>8} {'mu >=':>7} {'verdict':<12}\n")
-    for doc in documents:
-        emp = doc["empirical"]
-        err.write(f"{doc['audit_id']:<18} {doc['title'][:34]:<34} {emp['epsilon_lower_bound']:>8.4f} "
-                  f"{emp['mu_lower_bound']:>7.4f} {doc['verdict']:<12}\n")
-        err.write(f"{'':<18} {doc['verdict_reason'][:110]}\n")
+    for result in results:
+        emp = result.empirical
+        err.write(f"{result.audit_id:<18} {result.title[:34]:<34} {emp.epsilon_lower_bound:>8.4f} "
+                  f"{emp.mu_lower_bound:>7.4f} {result.verdict:<12}\n")
+        err.write(f"{'':<18} {result.verdict_reason[:110]}\n")
 
 
-def _write_outputs(documents: list[dict[str, Any]], out: str) -> list[str]:
+def _write_outputs(documents: list[AuditResult], out: str) -> list[str]:
     from dpaudit.reports.render import write_all
 
     directory = Path(out)
@@ -41,7 +40,7 @@ def _run(args: argparse.Namespace, *, check: bool) -> int:
     show_progress = not args.quiet and (not args.json or sys.stderr.isatty())
     options = RunOptions(store=args.store, workers=args.workers, backend=args.backend,
                          scheduler=args.scheduler, progress=show_progress)
-    documents = run_audits(configs, options)
+    documents = run_audits([config.job() for config in configs], options)
     written = _write_outputs(documents, args.out) if args.out else []
     if not args.quiet:
         _summary(documents)
@@ -49,11 +48,12 @@ def _run(args: argparse.Namespace, *, check: bool) -> int:
             sys.stderr.write(f"wrote {path}\n")
     if args.json:
         if len(documents) == 1:
-            emit_json(documents[0])
+            emit_json(documents[0].to_dict())
         else:
-            emit_json({"schema_version": documents[0]["schema_version"],
-                       "verdict": combine([d["verdict"] for d in documents]), "audits": documents})
-    violated = any(doc["verdict"] == "violation" for doc in documents)
+            emit_json({"schema_version": documents[0].schema_version,
+                       "verdict": combine([d.verdict for d in documents]),
+                       "audits": [d.to_dict() for d in documents]})
+    violated = any(doc.verdict == "violation" for doc in documents)
     return EXIT_VIOLATION if (check and violated) else EXIT_OK
 
 

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from dpaudit import mechanisms
-from dpaudit.audit.cli import UsageError, emit_json
+from dpaudit.cli import UsageError, emit_json
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 
 

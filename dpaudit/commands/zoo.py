@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dpaudit.audit.cli import emit_json
+from dpaudit.cli import emit_json
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -3,37 +3,29 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from dpaudit.audit.cli import UsageError
-from dpaudit.audit.store import Store
+from dpaudit.cli import UsageError
+from dpaudit.audit.result import AuditResult, load_result
 
 
-def load_result(reference: str, store: str) -> dict:
-    """A result document from a JSON file path, or by audit id from ``store``."""
+def _load(reference: str, store: str) -> AuditResult:
+    """A result from a JSON file path, or by audit id from ``store``."""
     path = Path(reference)
     if path.suffix == ".json" or path.is_file():
         if not path.is_file():
             raise UsageError(f"no such result file {reference!r}")
-        try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{reference} is not a JSON result ({exc})") from None
-        if not isinstance(document, dict) or "schema_version" not in document:
-            raise UsageError(f"{reference} is not a dpaudit result (no schema_version)")
-        return document
+        return load_result(path)
     if not Path(store).is_file():
         raise UsageError(f"{reference!r} is neither a result file nor an audit id in {store} (no such store)")
-    with Store(store) as opened:
-        return opened.get_result(reference)
+    return load_result(reference, store=store)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dpaudit.reports.render import render
+    from dpaudit.reports.render import render, write_text_atomic
 
-    document = load_result(args.result, args.store)
-    Path(args.out).write_text(render(document, args.format), encoding="utf-8")
+    result = _load(args.result, args.store)
+    write_text_atomic(Path(args.out), render(result, args.format))
     return 0
 
 

@@ -49,9 +49,12 @@ def _jsonable(value: Any) -> Any:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from dpaudit.audit import commands
+    from dpaudit import commands
+
+    from dpaudit import __version__
 
     parser = _Parser(prog="dpaudit", description="Empirical privacy auditing of DP mechanisms.")
+    parser.add_argument("--version", action="version", version=f"dpaudit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for register in commands.REGISTRARS:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dpaudit.audit.cli import UsageError, emit_json
+from dpaudit.cli import UsageError, emit_json
 from dpaudit.audit.estimators import STRATEGIES, epsilon_lower_bound, gdp_lower_bound
+from dpaudit.audit.result import SCHEMA_VERSION, Empirical
 
 
 def load_scores(path: str, name: str) -> np.ndarray:
@@ -30,19 +31,12 @@ def _run(args: argparse.Namespace) -> int:
                    calibration_fraction=args.calibration_fraction, seed=args.seed)
     eps = epsilon_lower_bound(scores_a, scores_b, delta=args.delta, **options)
     gdp = gdp_lower_bound(scores_a, scores_b, delta=args.delta, **options)
-    document = {
-        "schema_version": 1,
-        "empirical": {
-            "epsilon_lower_bound": eps.epsilon_lower_bound,
-            "mu_lower_bound": gdp.mu_lower_bound,
-            "confidence": eps.confidence,
-            "delta": eps.delta,
-            "trials": eps.trials,
-            "method": eps.method,
-            "epsilon": eps.to_dict(),
-            "gdp": gdp.to_dict(),
-        },
-    }
+    empirical = Empirical(
+        epsilon_lower_bound=eps.epsilon_lower_bound, mu_lower_bound=gdp.mu_lower_bound,
+        confidence=eps.confidence, delta=eps.delta, trials=int(min(scores_a.size, scores_b.size)),
+        method=eps.method, model_based_epsilon=gdp.model_based_epsilon, epsilon=eps.to_dict(),
+        gdp=gdp.to_dict(), profile={})
+    document = {"schema_version": SCHEMA_VERSION, "empirical": empirical.to_dict()}
     if args.json:
         emit_json(document)
     else:

@@ -1,0 +1,145 @@
+"""Build the :class:`~dpaudit.audit.result.AuditResult` of one audit from its scores: the one place it is made.
+
+With ``K`` canary positions each position is certified at confidence
+``1 - beta / K`` (a union bound), so that every per-index statement, and the
+top-level verdict "some index violates a claim", hold simultaneously at the
+audit's confidence ``1 - beta``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dpaudit.attacks.canaries import CanaryPair
+from dpaudit.audit.ceiling import exact_ceiling
+from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound, profile_lower_bound
+from dpaudit.audit.fingerprint import code_version
+from dpaudit.audit.job import AuditJob
+from dpaudit.audit.result import AuditResult, ClaimEntry, Empirical, IndexResult
+from dpaudit.audit.verdict import combine, judge
+from dpaudit.mechanisms.accounting.claims import evaluate_claims
+from dpaudit.mechanisms.errors import NotExact
+
+__all__ = ["PROFILE_EPSILONS", "assemble", "certify_scores", "distributions"]
+
+PROFILE_EPSILONS = tuple(np.round(np.linspace(0.0, 8.0, 33), 4))
+
+
+def certify_scores(cal_a, cal_b, cert_a, cert_b, *, delta: float, confidence: float,
+                   threshold: str, seed: int = 0) -> dict[str, Any]:
+    """Every certified quantity from calibration and certification scores (each at ``confidence``)."""
+    calibration = (cal_a, cal_b)
+    eps = epsilon_lower_bound(cert_a, cert_b, delta=delta, confidence=confidence, threshold=threshold,
+                              calibration=calibration, seed=seed)
+    gdp = gdp_lower_bound(cert_a, cert_b, delta=delta, confidence=confidence, threshold=threshold,
+                          calibration=calibration, seed=seed)
+    profile = profile_lower_bound(cert_a, cert_b, epsilons=PROFILE_EPSILONS, confidence=confidence,
+                                  calibration=calibration, seed=seed)
+    return {"epsilon": eps, "gdp": gdp, "profile": profile}
+
+
+def distributions(cert_a: np.ndarray, cert_b: np.ndarray, bins: int = 60, points: int = 200) -> dict[str, Any]:
+    """A compact ROC (FPR, TPR at score thresholds) and histograms of both score arrays."""
+    pooled = np.concatenate([cert_a, cert_b])
+    low, high = np.quantile(pooled, [0.0005, 0.9995])
+    edges = np.linspace(low, high, bins + 1) if high > low else np.linspace(low - 1, low + 1, bins + 1)
+    thresholds = np.unique(np.quantile(pooled, np.linspace(0, 1, points)))
+    sorted_a, sorted_b = np.sort(cert_a), np.sort(cert_b)
+    fpr = 1 - np.searchsorted(sorted_a, thresholds, side="left") / sorted_a.size
+    tpr = 1 - np.searchsorted(sorted_b, thresholds, side="left") / sorted_b.size
+    return {
+        "roc": {"fpr": fpr.tolist(), "tpr": tpr.tolist()},
+        "histogram": {"edges": edges.tolist(),
+                      "a": np.histogram(cert_a, edges)[0].tolist(),
+                      "b": np.histogram(cert_b, edges)[0].tolist()},
+    }
+
+
+def _empirical(results: dict[str, Any], trials: int) -> Empirical:
+    eps, gdp, profile = results["epsilon"], results["gdp"], results["profile"]
+    return Empirical(
+        epsilon_lower_bound=eps.epsilon_lower_bound, mu_lower_bound=gdp.mu_lower_bound,
+        confidence=eps.confidence, delta=eps.delta, trials=trials, method=eps.method,
+        model_based_epsilon=gdp.model_based_epsilon, epsilon=eps.to_dict(), gdp=gdp.to_dict(),
+        profile=profile.to_dict())
+
+
+def _exact(pair: CanaryPair, delta: float, certified: int, confidence: float) -> tuple[dict, float] | None:
+    """The exact value of a one-dimensional instance and its statistical ceiling (docs/theory.md 3.4, 5)."""
+    from dpaudit.mechanisms.accounting.instances import exact_epsilon, exact_laws, likelihood_ratio_law
+
+    try:
+        laws = exact_laws(pair.mechanism, pair.dataset_a, pair.dataset_b)  # propagated once, used twice
+    except NotExact:
+        return None
+    value = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, delta, laws=laws)
+    ceiling = exact_ceiling(*likelihood_ratio_law(laws), trials=certified, delta=delta, confidence=confidence)
+    claim = {"name": "exact-instance", "citation": "numerical E_gamma of this instance (docs/theory.md 5, exact1d)",
+             "relation": str(pair.relation), "kind": "exact-instance", "applicable": True, "reason": "",
+             "index": pair.index, "epsilon": value if value != float("inf") else None, "delta": delta,
+             "notes": ["the exact value of this instance (a lower bound on the worst case), not a guarantee"]}
+    return claim, ceiling
+
+
+def _index_result(job: AuditJob, pair: CanaryPair, part: dict[str, np.ndarray], confidence: float) -> IndexResult:
+    settings = job.settings
+    results = certify_scores(part["cal_a"], part["cal_b"], part["cert_a"], part["cert_b"],
+                             delta=settings.delta, confidence=confidence, threshold=settings.threshold,
+                             seed=settings.seed)
+    claim_objects = job.mechanism.claims(index=pair.index)
+    claims = evaluate_claims(claim_objects, delta=settings.delta)
+    for claim, entry in zip(claim_objects, claims):
+        if entry["applicable"]:
+            entry["profile"] = {"epsilons": list(PROFILE_EPSILONS),
+                                "deltas": [claim.delta(e) for e in PROFILE_EPSILONS]}
+    exact = _exact(pair, settings.delta, part["cert_a"].size, confidence)
+    if exact is not None:
+        claims.append(exact[0])
+    empirical = _empirical(results, settings.trials)
+    judged = judge(empirical.epsilon_lower_bound, claims, pair.relation)
+    return IndexResult(
+        index=pair.index, empirical=empirical, claims=tuple(ClaimEntry.from_dict(c) for c in claims),
+        verdict=judged["verdict"], verdict_reason=judged["reason"], violations=tuple(judged["violations"]),
+        tightness=judged["tightness"], distributions=distributions(part["cert_a"], part["cert_b"]),
+        ceiling=exact[1] if exact else None)
+
+
+def assemble(job: AuditJob, scores: dict[int, dict[str, np.ndarray]], *, timings: dict[str, Any],
+             store: str | None = None) -> AuditResult:
+    """Certify every canary position, evaluate claims and verdicts, and build the result.
+
+    Parameters
+    ----------
+    job : AuditJob
+    scores : dict
+        Per canary position (``index or 0``): ``cal_a``, ``cal_b``, ``cert_a``, ``cert_b`` score arrays.
+    timings : dict
+        At least ``seconds``.
+    store : str, optional
+        Where the chunks are stored.
+    """
+    settings = job.settings
+    beta = 1 - settings.confidence
+    per_index_confidence = 1 - beta / len(job.pairs)
+    pairs = sorted(job.pairs, key=lambda p: p.index or 0)
+    per_index = tuple(_index_result(job, pair, scores[pair.index or 0], per_index_confidence) for pair in pairs)
+    top = max(per_index, key=lambda row: row.empirical.epsilon_lower_bound)
+    verdict = combine([row.verdict for row in per_index])
+    violations = sorted({f"{name}@{row.index}" if row.index is not None else name
+                         for row in per_index for name in row.violations})
+    first = pairs[0]
+    canary = {**job.description.get("canary", {}), "kind": first.kind, "relation": str(first.relation),
+              "indices": [row.index for row in per_index]}
+    empirical = Empirical(**{**{f: getattr(top.empirical, f) for f in Empirical.__dataclass_fields__},
+                             "index": top.index, "confidence": settings.confidence,
+                             "per_index_confidence": per_index_confidence})
+    return AuditResult(
+        audit_id=job.audit_id, title=job.title,
+        mechanism={"name": job.mechanism.name, "params": job.mechanism.params}, canary=canary,
+        attack=dict(job.description.get("attack", {"score": job.score})), audit=settings.to_dict(),
+        seed=settings.seed, code_version=code_version(), code_fingerprint=job.code_fingerprint,
+        config_source=job.source, empirical=empirical, claims=top.claims, per_index=per_index, verdict=verdict,
+        verdict_reason=(top.verdict_reason if verdict != "violation" else "violated claims: " + ", ".join(violations)),
+        violations=tuple(violations), tightness=top.tightness, timings=timings, store=store)

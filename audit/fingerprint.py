@@ -1,0 +1,101 @@
+"""Fingerprints of the code that produced an audit's outputs.
+
+An audit's identity (and so which stored chunks it may reuse) includes a
+fingerprint of the code: dpaudit's own source for built-in mechanisms, plus
+the source of any module outside dpaudit that defines a mechanism class in
+use, plus, for ``from_callable``, the function's bytecode, constants,
+closure and module source. Changing any of these changes the audit id, so a
+changed mechanism never reuses a stored chunk.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import inspect
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+__all__ = ["code_fingerprint", "code_version", "package_fingerprint"]
+
+_SUBPACKAGES = ("dpaudit", "dpaudit.mechanisms", "dpaudit.attacks", "dpaudit.audit", "dpaudit.reports")
+
+
+def code_version() -> str:
+    """The dpaudit version (recorded in every result next to the fingerprint)."""
+    from dpaudit import __version__
+
+    return __version__
+
+
+@functools.lru_cache(maxsize=1)
+def package_fingerprint() -> str:
+    """SHA-256 of every ``.py`` file of the installed dpaudit, in a fixed order."""
+    digest = hashlib.sha256()
+    for name in _SUBPACKAGES:
+        package = importlib.import_module(name)
+        for root in package.__path__:
+            base = Path(root)
+            files = base.glob("*.py") if name == "dpaudit" else base.rglob("*.py")
+            for path in sorted(files):
+                digest.update(f"{name}/{path.relative_to(base).as_posix()}\0".encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _module_source(module_name: str) -> bytes:
+    module = sys.modules.get(module_name)
+    if module is None:
+        return module_name.encode()
+    try:
+        return inspect.getsource(module).encode()
+    except (OSError, TypeError):  # built-in or interactive: the name is all there is
+        return module_name.encode()
+
+
+def _code_bytes(code: types.CodeType, seen: set[int]) -> bytes:
+    """Bytecode, names and constants of ``code`` and of the code objects it contains."""
+    if id(code) in seen:
+        return b""
+    seen.add(id(code))
+    parts = [code.co_code, repr(code.co_names).encode(), repr(code.co_varnames).encode()]
+    for constant in code.co_consts:
+        parts.append(_code_bytes(constant, seen) if isinstance(constant, types.CodeType) else repr(constant).encode())
+    return b"\0".join(parts)
+
+
+def _function_bytes(fn: Any) -> bytes:
+    target = getattr(fn, "__func__", fn)
+    code = getattr(target, "__code__", None)
+    if code is None:  # a callable object: its class's __call__
+        call = getattr(type(fn), "__call__", None)
+        return repr(type(fn)).encode() + (_function_bytes(call) if call is not None else b"")
+    parts = [_code_bytes(code, set()), _module_source(getattr(target, "__module__", "") or "")]
+    for cell in getattr(target, "__closure__", None) or ():
+        try:
+            parts.append(repr(cell.cell_contents).encode())
+        except ValueError:  # an empty cell
+            parts.append(b"<empty>")
+    return b"\0".join(parts)
+
+
+def code_fingerprint(mechanism: Any) -> str:
+    """The fingerprint of the code behind ``mechanism`` (hex SHA-256, 16 characters).
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        A built-in mechanism, a user subclass, or a ``from_callable`` wrapper.
+    """
+    digest = hashlib.sha256(package_fingerprint().encode())
+    for cls in type(mechanism).__mro__:
+        module = getattr(cls, "__module__", "") or ""
+        if module.split(".")[0] not in ("dpaudit", "builtins", "abc"):
+            digest.update(_module_source(module))
+    fn = getattr(mechanism, "fn", None)
+    if fn is not None and callable(fn):
+        digest.update(_function_bytes(fn))
+    return digest.hexdigest()[:16]

@@ -1,0 +1,155 @@
+"""What one audit is: the mechanism, its canary pairs, the score and the settings.
+
+An :class:`AuditJob` is what the runner executes, whether it came from a
+TOML config (``AuditConfig.job``) or from Python (``dpaudit.audit``,
+``assert_private``, the zoo). Its id hashes the description, the exact
+datasets of every pair, and the fingerprint of the code (``fingerprint``), so a
+changed mechanism or dataset never reuses stored chunks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from dpaudit.attacks.canaries import CanaryPair
+from dpaudit.attacks.scores import SCORES
+from dpaudit.audit.estimators import STRATEGIES
+from dpaudit.audit.fingerprint import code_fingerprint
+from dpaudit.mechanisms.base import Mechanism
+from dpaudit.mechanisms.errors import ParameterError
+
+__all__ = ["AUDIT_DEFAULTS", "AuditJob", "AuditSettings", "check_setting"]
+
+AUDIT_DEFAULTS: dict[str, Any] = {
+    "trials": 100_000, "delta": 1e-5, "confidence": 0.95, "seed": 0, "threshold": "split",
+    "chunk_size": 10_000, "calibration_fraction": 0.1,
+}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+_CHECKS = {
+    "trials": (lambda v: _is_int(v) and v >= 20, "an integer >= 20"),
+    "delta": (lambda v: _is_real(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "confidence": (lambda v: _is_real(v) and 0 < v < 1, "a number in (0, 1)"),
+    "seed": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    "threshold": (lambda v: v in STRATEGIES, "one of " + ", ".join(repr(s) for s in STRATEGIES)),
+    "chunk_size": (lambda v: _is_int(v) and v >= 1, "a positive integer"),
+    "calibration_fraction": (lambda v: _is_real(v) and 0 < v < 0.5, "a number in (0, 0.5)"),
+}
+
+
+def check_setting(key: str, value: Any) -> Any:
+    """``value`` if it is valid for the audit setting ``key``; a ParameterError naming both otherwise."""
+    if key not in _CHECKS:
+        raise ParameterError(f"unknown audit setting {key!r} (valid: {', '.join(_CHECKS)})")
+    valid, expected = _CHECKS[key]
+    if not valid(value):
+        raise ParameterError(f"{key} must be {expected}, got {key}={value!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AuditSettings:
+    """How much to sample and how to certify (the ``[audit]`` table)."""
+
+    trials: int = AUDIT_DEFAULTS["trials"]
+    delta: float = AUDIT_DEFAULTS["delta"]
+    confidence: float = AUDIT_DEFAULTS["confidence"]
+    seed: int = AUDIT_DEFAULTS["seed"]
+    threshold: str = AUDIT_DEFAULTS["threshold"]
+    chunk_size: int = AUDIT_DEFAULTS["chunk_size"]
+    calibration_fraction: float = AUDIT_DEFAULTS["calibration_fraction"]
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            check_setting(field.name, getattr(self, field.name))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _pair_digest(pair: CanaryPair) -> bytes:
+    """Everything of a pair that decides what is sampled."""
+    digest = hashlib.sha256()
+    for dataset in (pair.dataset_a, pair.dataset_b):
+        digest.update(np.ascontiguousarray(dataset.records, dtype=np.float64).tobytes())
+        digest.update(str(dataset.records.shape).encode())
+        for position in sorted(dataset.injected):
+            digest.update(f"{position}:".encode())
+            digest.update(np.ascontiguousarray(dataset.injected[position], dtype=np.float64).tobytes())
+    digest.update(np.ascontiguousarray(pair.direction, dtype=np.float64).tobytes())
+    digest.update(json.dumps([pair.index, str(pair.relation), pair.kind, pair.mechanism.name, pair.mechanism.params],
+                             sort_keys=True, default=str).encode())
+    return digest.digest()
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class AuditJob:
+    """One audit ready to run.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        The mechanism whose claims the audit is judged against.
+    pairs : tuple of CanaryPair
+        One neighbouring pair per canary position (at least one).
+    score : str
+        One of ``attacks.scores.SCORES``.
+    settings : AuditSettings
+    title : str
+    description : mapping
+        The resolved ``mechanism``, ``canary`` and ``attack`` tables, as the result records them.
+    source : str
+        Where the job came from (a config path, or ``"<python>"``).
+    """
+
+    mechanism: Mechanism
+    pairs: tuple[CanaryPair, ...]
+    score: str
+    settings: AuditSettings
+    title: str
+    description: Mapping[str, Any]
+    source: str = "<python>"
+
+    def __post_init__(self) -> None:
+        if not self.pairs:
+            raise ParameterError("an audit needs at least one canary pair")
+        indices = [pair.index for pair in self.pairs]
+        if len(set(indices)) != len(indices):
+            raise ParameterError(f"canary positions must be distinct, got index={indices}")
+        if self.score not in SCORES:
+            raise ParameterError(f"score must be one of {', '.join(SCORES)}, got score={self.score!r}")
+
+    @property
+    def code_fingerprint(self) -> str:
+        """Fingerprint of the code behind the mechanism (see ``audit.fingerprint``)."""
+        return code_fingerprint(self.mechanism)
+
+    @property
+    def audit_id(self) -> str:
+        """Hash of the description, the settings, every pair's datasets and the code fingerprint."""
+        digest = hashlib.sha256()
+        digest.update(json.dumps({"description": self.description, "settings": self.settings.to_dict(),
+                                  "score": self.score, "code": self.code_fingerprint},
+                                 sort_keys=True, separators=(",", ":"), default=str).encode())
+        for pair in self.pairs:
+            digest.update(_pair_digest(pair))
+        return digest.hexdigest()[:16]
+
+    def with_trials(self, trials: int) -> "AuditJob":
+        """The same audit with another number of trials per dataset."""
+        return dataclasses.replace(self, settings=dataclasses.replace(self.settings, trials=trials))

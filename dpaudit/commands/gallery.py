@@ -1,0 +1,26 @@
+"""``dpaudit gallery``: audits next to the theory of the seed papers, in one HTML page."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _run(args: argparse.Namespace) -> int:
+    from dpaudit.gallery import build
+
+    index = build(Path(args.out), trials=args.trials, workers=args.workers, store=args.store,
+                  progress=not args.quiet and sys.stderr.isatty())
+    print(f"wrote {index}", file=sys.stderr)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("gallery", help="build the gallery of audits next to theory (HTML)")
+    parser.add_argument("--out", default="gallery", help="output directory (default gallery/)")
+    parser.add_argument("--trials", type=int, help="trials per dataset for every audit (default: each config's)")
+    parser.add_argument("--workers", type=int, help="parallel workers (default: all cores)")
+    parser.add_argument("--store", default="gallery.sqlite", help="SQLite store (default gallery.sqlite)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=_run)
