@@ -1,6 +1,6 @@
 """Canaries: build the neighbouring pair ``(S, S')`` and the direction an attack looks in.
 
-Kinds (THEORY.md section 4):
+Kinds (docs/theory.md section 4):
 
 ``input``
     a record: ``+`` in ``S`` and ``-`` in ``S'`` (the extreme records of the

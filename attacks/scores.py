@@ -24,7 +24,7 @@ from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice
 
-__all__ = ["SCORES", "ScoreFunction", "fit_score"]
+__all__ = ["FITTED", "SCORES", "ScoreFunction", "fit_score", "is_fitted"]
 
 ScoreFunction = Callable[[np.ndarray], np.ndarray]
 SCORES = {
@@ -34,7 +34,13 @@ SCORES = {
     "mlp": "small neural network fitted on calibration trials",
     "exact": "exact log-likelihood ratio supplied by the mechanism",
 }
+FITTED = frozenset({"gaussian", "logistic", "mlp"})  # scores fitted on calibration outputs
 _MAX_FIT = 200_000  # calibration trials used to fit a learned score
+
+
+def is_fitted(name: str) -> bool:
+    """True when score ``name`` is fitted on calibration outputs (so calibration keeps raw outputs)."""
+    return check_choice("score", name, SCORES) in FITTED
 
 
 def fit_score(name: str, pair: CanaryPair, calibration_a: np.ndarray | None = None,

@@ -1,4 +1,4 @@
-"""The statistical ceiling: what a threshold audit can certify with N trials (THEORY.md 3.4).
+"""The statistical ceiling: what a threshold audit can certify with N trials (docs/theory.md 3.4).
 
 When the score distributions are known (``FPR(t)`` and ``FNR(t)``), the
 ceiling is the bound computed from the *expected* counts at the best
@@ -49,7 +49,7 @@ def statistical_ceiling(false_positive_rate: Callable[[np.ndarray], np.ndarray],
 
 
 def gaussian_ceiling(mu: float, *, trials: int, delta: float, confidence: float = 0.95) -> float:
-    """The ceiling for scores ``N(0, 1)`` on ``S`` and ``N(mu, 1)`` on ``S'`` (THEORY.md 3.4 table)."""
+    """The ceiling for scores ``N(0, 1)`` on ``S`` and ``N(mu, 1)`` on ``S'`` (docs/theory.md 3.4 table)."""
     grid = np.linspace(-6.0 - mu, mu + 9.0, 20_001)
     return statistical_ceiling(lambda t: norm.sf(t), lambda t: norm.cdf(t - mu), grid,
                                trials=trials, delta=delta, confidence=confidence)

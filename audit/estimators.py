@@ -1,4 +1,4 @@
-"""Certified lower bounds from two arrays of scores (THEORY.md section 3).
+"""Certified lower bounds from two arrays of scores (docs/theory.md section 3).
 
 Convention: scores are larger under ``S'`` (dataset B). For a threshold
 ``t``: ``FPR = P[score(M(S)) >= t]``, ``FNR = P[score(M(S')) < t]``.
@@ -200,7 +200,7 @@ def _trials(cal_a, cal_b, cert_a, cert_b) -> dict[str, int]:
 def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float = 0.95,
                         threshold: str = "split", calibration=None, calibration_fraction: float = 0.1,
                         grid_size: int = 32, seed: int = 0) -> EpsilonBound:
-    """Certified lower bound on epsilon at ``delta`` (THEORY.md 3.1-3.2).
+    """Certified lower bound on epsilon at ``delta`` (docs/theory.md 3.1-3.2).
 
     Parameters
     ----------
@@ -247,11 +247,11 @@ def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float =
 def gdp_lower_bound(scores_a, scores_b, *, confidence: float = 0.95, delta: float | None = None,
                     threshold: str = "split", calibration=None, calibration_fraction: float = 0.1,
                     grid_size: int = 32, seed: int = 0) -> GDPBound:
-    """Certified lower bound on mu under mu-GDP (THEORY.md 3.3).
+    """Certified lower bound on mu under mu-GDP (docs/theory.md 3.3).
 
     ``mu >= Phi_inv(1 - FPR_hi) - Phi_inv(FNR_hi)``, clamped at 0. With
     ``delta`` it also reports the epsilon that mu-GDP implies at ``delta``
-    (THEORY.md 2.1): a *model-based* figure, valid only if the mechanism is
+    (docs/theory.md 2.1): a *model-based* figure, valid only if the mechanism is
     exactly Gaussian-like, labelled as such.
     """
     beta = 1 - check_confidence(confidence)
@@ -278,7 +278,7 @@ def profile_lower_bound(scores_a, scores_b, *, epsilons, confidence: float = 0.9
 
     Both directions are taken; the statements hold simultaneously over the
     epsilon grid because they are functions of the same ``2 * grid_size``
-    one-sided bounds, each at level ``beta / (2 * grid_size)`` (THEORY.md 3.3).
+    one-sided bounds, each at level ``beta / (2 * grid_size)`` (docs/theory.md 3.3).
     """
     beta = 1 - check_confidence(confidence)
     grid_eps = np.atleast_1d(np.asarray(epsilons, dtype=float))

@@ -25,7 +25,7 @@ import numpy as np
 from joblib import Parallel, delayed
 
 from dpaudit.attacks.canaries import CanaryPair
-from dpaudit.attacks.scores import ScoreFunction, fit_score
+from dpaudit.attacks.scores import ScoreFunction, fit_score, is_fitted
 from dpaudit.audit.assemble import assemble
 from dpaudit.audit.fingerprint import code_version
 from dpaudit.audit.job import AuditJob
@@ -101,7 +101,7 @@ def _run_unit(number: int, pair: CanaryPair, key: ChunkKey, trials: int, root: i
 
 
 def _fitted(plan: _Plan) -> bool:
-    return plan.job.score not in ("projection", "exact")
+    return is_fitted(plan.job.score)
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
 """Statistical efficiency: certified epsilon and mu as a fraction of what is achievable.
 
 * Gaussian mechanism (mu = 1), 10^4..10^6 trials per side: certified epsilon /
-  oracle ceiling (THEORY.md 3.4) and certified mu, over several seeds.
+  oracle ceiling (docs/theory.md 3.4) and certified mu, over several seeds.
 * Reset canary in ``projected-kernel``: certified mu / exact mu by canary index.
 
 Run: ``python benchmarks/tightness.py [--seeds K] [--json]``.

@@ -11,7 +11,9 @@ subpackage (:mod:`dpaudit.mechanisms`, :mod:`dpaudit.attacks`,
 'consistent'
 
 Attributes are imported on first use, so ``import dpaudit`` (and
-``dpaudit --help``) stays fast and does not load torch.
+``dpaudit --help``) stays fast and does not load torch. ``dpaudit.audit`` is
+also the name of the subpackage; the subpackage is callable and forwards to
+the function, so both spellings run an audit.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ``dpaudit`` command line.
 
-Exit codes (DESIGN.md): 0 success, 1 a privacy violation was certified
+Exit codes (docs/design.md): 0 success, 1 a privacy violation was certified
 (``check``), 2 bad input (one line on stderr, never a traceback), 3 an
 internal error. ``--json`` prints exactly one JSON document on stdout.
 """

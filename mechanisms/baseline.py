@@ -1,6 +1,6 @@
 """Gaussian and Laplace mechanisms on clipped sum queries: exact-privacy baselines.
 
-THEORY.md section 1.1. Records are clipped to norm ``sensitivity`` (L2 for
+docs/theory.md section 1.1. Records are clipped to norm ``sensitivity`` (L2 for
 Gaussian, L1 for Laplace), so the sum has sensitivity ``sensitivity`` between
 add/remove neighbours and ``2 * sensitivity`` between replace-one neighbours.
 """

@@ -1,4 +1,4 @@
-"""DP-SGD with subsampled batches, releasing the last iterate (THEORY.md 1.5).
+"""DP-SGD with subsampled batches, releasing the last iterate (docs/theory.md 1.5).
 
 Per step a batch ``B`` of expected size ``m = batch_size`` is drawn
 (uniformly without replacement, or Poisson with rate ``q = m / n``)::

@@ -1,6 +1,6 @@
 """Iterated projected Gaussian / Laplace kernels: a contractive noisy iteration.
 
-THEORY.md sections 1.2 and 4. Each record ``x_t = (u_t, r_t)`` holds a shift
+docs/theory.md sections 1.2 and 4. Each record ``x_t = (u_t, r_t)`` holds a shift
 ``u_t`` (clipped to norm ``shift``) and a reset flag ``r_t`` in {0, 1}::
 
     psi_t(X) = c + rho * (X - c)   (translation: rho = 1; contraction: rho = contraction)

@@ -15,7 +15,7 @@ huber      ``x, y`` (d+1) ``h(<w, x> - y)``, ``h`` Huber with knot 1   ``L``    
 loss is ``L``-Lipschitz for any record; ``c`` is projected onto ``K`` so the
 quadratic loss is ``beta * diam(K)``-Lipschitz on ``K`` (``D = diam(K)``).
 The logistic smoothness is ``L^2/4`` (Hessian ``x x^T s(1-s)``, ``s(1-s) <=
-1/4``); THEORY.md section 1.8 corrects the lecture notes' ``L0/4``.
+1/4``); docs/theory.md section 1.8 corrects the lecture notes' ``L0/4``.
 
 References
 ----------

@@ -1,4 +1,4 @@
-"""DP Laplacian-smoothing SGD (DP-LSSGD), THEORY.md section 1.6.
+"""DP Laplacian-smoothing SGD (DP-LSSGD), docs/theory.md section 1.6.
 
 ``w <- w - eta * A_s^{-1}(g + n)`` with ``A_s = I - s L``, ``L`` the 1-D
 discrete Laplacian with periodic boundary, applied in ``O(d log d)``::
@@ -59,7 +59,7 @@ class DPLSSGD(DPSGD):
 
     @property
     def utility_gamma(self) -> float:
-        """``gamma = (1/d) sum_i 1 / (1 + 2s - 2s cos(2 pi i / d))`` (THEORY.md 1.6)."""
+        """``gamma = (1/d) sum_i 1 / (1 + 2s - 2s cos(2 pi i / d))`` (docs/theory.md 1.6)."""
         i = torch.arange(1, self.dim + 1, dtype=torch.float64)
         terms = 1.0 / (1.0 + 2 * self.smoothing - 2 * self.smoothing * torch.cos(2 * math.pi * i / self.dim))
         return float(terms.mean())

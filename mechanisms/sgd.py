@@ -1,6 +1,6 @@
 """Projected noisy SGD (PNSGD) and its multi-epoch version, batched over trials.
 
-THEORY.md sections 1.3 and 1.4. One pass over ``S = (x_1..x_n)`` in a fixed
+docs/theory.md sections 1.3 and 1.4. One pass over ``S = (x_1..x_n)`` in a fixed
 public order; only the last iterate is released::
 
     v_{t+1} = w_t - eta * (grad f(w_t, x_{t+1}) + Z),  Z ~ N(0, sigma^2 I) or Lap(0, scale)^d

@@ -1,4 +1,4 @@
-"""Shuffled randomized response (THEORY.md section 1.7).
+"""Shuffled randomized response (docs/theory.md section 1.7).
 
 Each of ``n`` users holds a bit and reports it through ``eps0``-randomized
 response (keep with probability ``e^eps0 / (1 + e^eps0)``); the reports are

@@ -1,5 +1,5 @@
 """Pure, vectorised privacy accounting: the theoretical upper bounds.
 
 Every function cites paper, theorem and equation on the line that uses it
-(THEORY.md section 2 holds the corrected statements).
+(docs/theory.md section 2 holds the corrected statements).
 """

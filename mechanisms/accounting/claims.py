@@ -89,7 +89,7 @@ class Claim:
         return float(min(max(self.delta_fn(float(epsilon)), 0.0), 1.0))
 
     def evaluate(self, *, delta: float | None = None, epsilon: float | None = None) -> dict[str, Any]:
-        """The JSON entry of DESIGN.md: ``name, applicable, epsilon, delta, index`` and more."""
+        """The JSON entry of docs/design.md: ``name, applicable, epsilon, delta, index`` and more."""
         reason = self.reason
         applicable = self.applicable
         if applicable and self.condition is not None:

@@ -8,7 +8,7 @@ References
 Asoodeh, Diaz, Calmon, "Contraction of E_gamma-divergence and its
 applications to privacy" (arXiv:2012.11035): Thm 3 (contraction
 coefficients), Prop. 1 (projected Gaussian kernel), Thm 4 (PNSGD per index),
-Thm 5 and eqs. (17)-(20) (randomly stopped PNSGD; THEORY.md 2.5 corrects the
+Thm 5 and eqs. (17)-(20) (randomly stopped PNSGD; docs/theory.md 2.5 corrects the
 minimum over the index in (17) to a maximum).
 """
 
@@ -74,7 +74,7 @@ def stopped_log_delta(epsilon, *, n: int, shift_ratio: float, diameter_ratio: fl
 
 def laplace_index_log_delta(epsilon, *, n: int, index: int, epsilon_shift: float,
                             epsilon_diameter: float):
-    """``log delta_t(eps)`` for PNSGD with Laplace noise on an interval [derived, THEORY.md 2.5].
+    """``log delta_t(eps)`` for PNSGD with Laplace noise on an interval [derived, docs/theory.md 2.5].
 
     ``delta_t(eps) = [1 - e^{(eps - 2L/v)/2}]_+ [1 - e^{(eps - (b-a)/(eta v))/2}]_+^{n-t}``
     with ``epsilon_shift = 2L/v`` and ``epsilon_diameter = (b-a)/(eta v)``: the

@@ -7,7 +7,7 @@ Mironov, "Renyi Differential Privacy", CSF 2017, Prop. 3 (= Feldman et al.
 Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy",
 NeurIPS 2020, Prop. 12 (= Balle et al., "Hypothesis Testing Interpretations
 and Renyi Differential Privacy", AISTATS 2020, Thm 21).
-THEORY.md 2.3: the optimal conversion for a single order [derived].
+docs/theory.md 2.3: the optimal conversion for a single order [derived].
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def _max_p(q: np.ndarray, alpha: float, budget: float) -> np.ndarray:
 
 
 def optimal_delta(epsilon: float, alpha: float, rdp: float, grid: int = 600) -> float:
-    """Optimal single-order conversion (THEORY.md 2.3, [derived]).
+    """Optimal single-order conversion (docs/theory.md 2.3, [derived]).
 
     ``delta*(eps) = max_{p,q} { p - e^eps q : p^a q^{1-a} + (1-p)^a (1-q)^{1-a} <= e^{(a-1) r} }``:
     the largest ``E_{e^eps}`` between two Bernoulli laws (the output of any
@@ -108,7 +108,7 @@ def optimal_delta(epsilon: float, alpha: float, rdp: float, grid: int = 600) -> 
     ``q`` on a log-spaced grid the largest feasible ``p`` is found by
     bisection (rounded up); the maximum over the grid is refined twice
     around the best point (the objective is unimodal in ``q``), which
-    reproduces THEORY.md's check value 0.2149 to 1e-4.
+    reproduces docs/theory.md's check value 0.2149 to 1e-4.
     """
     if not math.isfinite(rdp):
         return 1.0

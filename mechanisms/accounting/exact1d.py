@@ -1,4 +1,4 @@
-"""Exact privacy of one-dimensional projected iterations, by numerical propagation (THEORY.md 5).
+"""Exact privacy of one-dimensional projected iterations, by numerical propagation (docs/theory.md 5).
 
 The law of the iterate on ``K = [a, b]`` is a density on a uniform grid of
 ``cells + 1`` nodes plus atoms (point masses) at ``a``, ``b`` and, after a

@@ -42,7 +42,7 @@ def shift_schedule(shifts, noise_std, contraction=1.0) -> tuple[np.ndarray, floa
     ``s_t = sup_x ||psi_t(x) - psi'_t(x)||``, any ``a_t`` with carried shift
     ``z_t = c_t z_{t-1} + s_t - a_t >= 0`` and ``z_T = 0`` gives
     ``D_alpha(X_T || X'_T) <= sum_t alpha a_t^2 / (2 s_t^2)`` for Gaussian noise
-    of std ``s_t`` (the contraction ``c_t`` is THEORY.md 2.4 [derived]).
+    of std ``s_t`` (the contraction ``c_t`` is docs/theory.md 2.4 [derived]).
 
     Writing ``a_t = c_t z_{t-1} + s_t - z_t`` makes the choice of
     ``z_1..z_{T-1} >= 0`` a non-negative least-squares problem, solved
@@ -118,7 +118,7 @@ def contraction_factor(*, eta: float, smoothness: float, strong_convexity: float
 
 def strongly_convex_index_rdp(alpha, *, n: int, index: int, lipschitz: float, sigma: float,
                               contraction: float) -> np.ndarray:
-    """Per-index RDP with ``c``-Lipschitz steps, ``rho = c^2``, ``m = n - t`` (THEORY.md 2.4 [derived]).
+    """Per-index RDP with ``c``-Lipschitz steps, ``rho = c^2``, ``m = n - t`` (docs/theory.md 2.4 [derived]).
 
     ``eps_t(alpha) = (2 alpha L^2/sigma^2) rho^m (1 - rho)/(1 - rho^{m+1})``, which
     tends to Thm 23 as ``rho -> 1`` (there the limit is used).
@@ -163,7 +163,7 @@ def multi_epoch_rdp(alpha, *, n: int, epochs: int, index: int, lipschitz: float,
                     sigma: float) -> np.ndarray:
     """``(2 alpha L^2/sigma^2) ((E - 1)/n + 1/(n - i + 1))`` for the canary at position ``i``.
 
-    THEORY.md 2.4, derived from the proof of Feldman et al. Thm 35 (with
+    docs/theory.md 2.4, derived from the proof of Feldman et al. Thm 35 (with
     ``E = n`` this is below Thm 35's ``4 alpha L^2 / sigma^2``).
     """
     _check_index(n, index)
@@ -174,7 +174,7 @@ def multi_epoch_rdp(alpha, *, n: int, epochs: int, index: int, lipschitz: float,
 def bounded_domain_rdp(alpha, *, diameter: float, eta: float, sigma: float, steps: int,
                        step_rdp: Callable[[np.ndarray, float, int], np.ndarray],
                        splits: int = 64) -> np.ndarray:
-    """Many-epoch bound on a bounded domain (THEORY.md 2.4 [check], Altschuler & Talwar 2022 technique).
+    """Many-epoch bound on a bounded domain (docs/theory.md 2.4 [check], Altschuler & Talwar 2022 technique).
 
     ``eps(alpha) <= min_{R, sigma_1} [ step_rdp(alpha, sigma_2, R)
     + alpha diam(K)^2 / (2 eta^2 sigma_1^2 R) ]`` with

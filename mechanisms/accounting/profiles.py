@@ -117,7 +117,7 @@ def gaussian_epsilon(delta, mu):
 def laplace_delta(epsilon, epsilon0):
     """``delta(eps) = [1 - exp((eps - eps0)/2)]_+`` of the Laplace mechanism.
 
-    THEORY.md 2.1 [derived, checked numerically]; ``eps0 = Delta / b``.
+    docs/theory.md 2.1 [derived, checked numerically]; ``eps0 = Delta / b``.
     """
     eps, eps0 = np.broadcast_arrays(np.asarray(epsilon, dtype=float), np.asarray(epsilon0, dtype=float))
     out = np.maximum(-np.expm1((eps - eps0) / 2.0), 0.0)

@@ -55,7 +55,7 @@ def laplace_rdp(alpha, epsilon0):
     """RDP of the Laplace mechanism with ``eps0 = Delta/b`` (Mironov 2017, Table II).
 
     ``r(alpha) = eps0 + log(1 + (alpha-1)(e^{(1-2 alpha) eps0} - 1)/(2 alpha - 1)) / (alpha - 1)``
-    (THEORY.md 2.2; equal to Mironov's form, rearranged for stability).
+    (docs/theory.md 2.2; equal to Mironov's form, rearranged for stability).
     """
     orders = _orders(alpha)
     eps0 = check_real("epsilon0", epsilon0, nonnegative=True)

@@ -6,7 +6,7 @@ Balle, Barthe, Gaboardi, "Privacy Amplification by Subsampling: Tight
 Analyses via Couplings and Divergences", NeurIPS 2018, Thm 9/10 (the
 lecture notes' subsampling theorem).
 Feldman, McMillan, Talwar, "Hiding Among the Clones", FOCS 2021, Thm 3.1
-(explicit-constant form, THEORY.md 2.7 [check]).
+(explicit-constant form, docs/theory.md 2.7 [check]).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def shuffle_epsilon(*, epsilon0: float, n: int, delta: float) -> float:
     """Central epsilon of ``n`` shuffled ``eps0``-LDP reports (Feldman, McMillan, Talwar 2021, Thm 3.1).
 
     ``eps <= log(1 + (e^{eps0}-1)/(e^{eps0}+1) (8 sqrt(e^{eps0} log(4/delta))/sqrt(n) + 8 e^{eps0}/n))``,
-    valid for ``eps0 <= log(n / (16 log(2/delta)))`` (THEORY.md 2.7 [check]).
+    valid for ``eps0 <= log(n / (16 log(2/delta)))`` (docs/theory.md 2.7 [check]).
     The caller must check the validity condition; the result is also capped
     at ``eps0`` (the shuffled reports are no less private than the reports).
     """

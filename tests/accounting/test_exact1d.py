@@ -58,7 +58,7 @@ def test_laplace_matches_its_closed_form():
 
 
 def test_theory_example_and_speed():
-    # THEORY.md 5: n = 20, eta = 0.1, sigma = 2, L = 1, K = [0, 1], canary at the last index:
+    # docs/theory.md 5: n = 20, eta = 0.1, sigma = 2, L = 1, K = [0, 1], canary at the last index:
     # the exact delta(1) is about 9e-3 (Thm 4 gives 0.127)
     def steps(sign, n):
         return [Step(0.0, 1.0, 0.2)] * (n - 1) + [Step(-0.1 * sign, 1.0, 0.2)]

@@ -88,7 +88,7 @@ def test_thm4_last_index_is_the_gaussian_mechanism():
     eps = np.array([0.0, 0.5, 1.0, 3.0])
     got = egamma.gaussian_index_log_delta(eps, n=20, index=20, shift_ratio=1.0, diameter_ratio=5.0)
     np.testing.assert_allclose(got, profiles.gaussian_log_delta(eps, 1.0))
-    # THEORY.md 5: n=20, eta=0.1, sigma=2, L=1, K=[0,1], last index: Thm 4 gives 0.127 at eps = 1
+    # docs/theory.md 5: n=20, eta=0.1, sigma=2, L=1, K=[0,1], last index: Thm 4 gives 0.127 at eps = 1
     value = math.exp(egamma.gaussian_index_log_delta(1.0, n=20, index=20, shift_ratio=1.0, diameter_ratio=5.0))
     assert value == pytest.approx(0.1269, abs=1e-4)
 

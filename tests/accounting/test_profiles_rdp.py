@@ -1,6 +1,6 @@
 """Exact profiles, RDP curves and conversions against golden values.
 
-Golden values come from independent sources: THEORY.md 2.1/2.3/2.6 (which
+Golden values come from independent sources: docs/theory.md 2.1/2.3/2.6 (which
 quotes them), mpmath quadrature, and dp-accounting (a test-only dependency).
 """
 
@@ -18,7 +18,7 @@ from dpaudit.mechanisms.accounting import conversions as conv
 from dpaudit.mechanisms.accounting import profiles, rdp
 
 
-# THEORY.md 2.1 golden values (Balle & Wang Thm 8 evaluated with mpmath by the theory notes)
+# docs/theory.md 2.1 golden values (Balle & Wang Thm 8 evaluated with mpmath by the theory notes)
 @pytest.mark.parametrize("eps, mu, expected", [
     (0.0, 1.0, 0.382924922548),
     (1.0, 1.0, 0.126936737507),
@@ -63,7 +63,7 @@ def test_gaussian_epsilon_inverts_and_rounds_up():
         eps = profiles.gaussian_epsilon(delta, mu)
         assert profiles.gaussian_delta(eps, mu) <= delta  # rounded the safe way
         assert profiles.gaussian_delta(eps - 1e-9, mu) > delta * (1 - 1e-6)
-    # THEORY.md 3.4 table: true eps at delta 1e-5
+    # docs/theory.md 3.4 table: true eps at delta 1e-5
     assert profiles.gaussian_epsilon(1e-5, 0.5) == pytest.approx(1.993, abs=1e-3)
     assert profiles.gaussian_epsilon(1e-5, 1.0) == pytest.approx(4.377, abs=1e-3)
     assert profiles.gaussian_epsilon(1e-5, 2.0) == pytest.approx(9.997, abs=1e-3)
@@ -83,7 +83,7 @@ def test_subsampled_gaussian_matches_dp_accounting_integer_orders():
     orders = [2.0, 5.0, 50.0]
     ours = rdp.subsampled_gaussian_rdp(orders, sample_rate=0.01, noise_multiplier=2.5, steps=50)
     # dp_accounting: q=0.01, z=2.5, 50 steps, alpha in [2.5, 5, 50] -> [1.08548710e-3, 2.18075656e-3,
-    # 2.38460375e-2] (THEORY.md 2.6); integer orders agree exactly
+    # 2.38460375e-2] (docs/theory.md 2.6); integer orders agree exactly
     np.testing.assert_allclose(ours[1:], [2.18075656e-3, 2.38460375e-2], rtol=1e-8)
     np.testing.assert_allclose(
         ours, 50 * ref._compute_rdp_poisson_subsampled_gaussian(0.01, 2.5, orders), rtol=1e-10)
@@ -132,7 +132,7 @@ def test_without_replacement_is_wbk_thm9_and_bounds_dp_accounting():
     assert mid * 3.5 == pytest.approx(0.5 * (3 * low + 4 * high))
 
 
-# THEORY.md 2.3: Gaussian mu=1, eps=1: exact 0.1269, optimal 0.2149, CKS 0.2468, Mironov 0.8825
+# docs/theory.md 2.3: Gaussian mu=1, eps=1: exact 0.1269, optimal 0.2149, CKS 0.2468, Mironov 0.8825
 def test_conversion_golden_values():
     orders = np.linspace(1.001, 20, 40_000)
     curve = rdp.gaussian_rdp(orders, 1.0)

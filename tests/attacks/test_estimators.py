@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from dpaudit.attacks.one_run import one_run_epsilon, one_run_from_scores
+from dpaudit.audit.one_run import one_run_epsilon, one_run_from_scores
 from dpaudit.audit.ceiling import gaussian_ceiling
 from dpaudit.cli import main
 from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound, profile_lower_bound
@@ -15,7 +15,7 @@ from dpaudit.mechanisms import ParameterError
 from dpaudit.mechanisms.accounting.profiles import gaussian_delta
 
 
-# THEORY.md 3.4: Gaussian ceiling, confidence 0.95, delta 1e-5, CP, oracle threshold
+# docs/theory.md 3.4: Gaussian ceiling, confidence 0.95, delta 1e-5, CP, oracle threshold
 @pytest.mark.parametrize("mu, trials, expected", [
     (0.5, 10**4, 0.93), (0.5, 10**6, 1.58), (1.0, 10**5, 2.82), (1.0, 10**6, 3.35),
     (1.0, 10**7, 3.82), (2.0, 10**4, 4.48), (2.0, 10**7, 7.44),

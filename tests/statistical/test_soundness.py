@@ -1,7 +1,7 @@
 """Soundness: certified bounds exceed the true epsilon in at most a beta fraction of audits.
 
 Each test runs K independent seeded audits of a mechanism whose exact
-epsilon is known (THEORY.md 3.2, soundness requirement). To give the test
+epsilon is known (docs/theory.md 3.2, soundness requirement). To give the test
 power, delta is large (0.1), where the best threshold has many counts and
 the certified bound comes close to the truth; a negative control (point
 estimates with the threshold chosen on the same data) must breach far more

@@ -11,7 +11,7 @@ from dpaudit.mechanisms.accounting.profiles import gaussian_log_delta, laplace_d
 from dpaudit.mechanisms.accounting.subsampling import shuffle_epsilon, shuffle_max_local_epsilon
 
 BALLE_WANG = "Balle & Wang 2018, Thm 8 (exact Gaussian profile)"
-LAPLACE = "Laplace profile [1 - exp((eps - eps0)/2)]_+ (THEORY.md 2.1, derived)"
+LAPLACE = "Laplace profile [1 - exp((eps - eps0)/2)]_+ (docs/theory.md 2.1, derived)"
 
 
 def gaussian_claims(mech, index):
@@ -64,7 +64,7 @@ def shuffled_rr_claims(mech, index):
 
     shuffle = Claim(
         "shuffle-amplification",
-        "Feldman, McMillan, Talwar 2021, Thm 3.1, explicit constants (THEORY.md 2.7 [check])",
+        "Feldman, McMillan, Talwar 2021, Thm 3.1, explicit constants (docs/theory.md 2.7 [check])",
         "replace-one",
         epsilon_fn=shuffle_bound, delta_fn=lambda e: delta_for_epsilon(shuffle_bound, e, iterations=80),
         condition=condition)

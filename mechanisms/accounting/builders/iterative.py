@@ -26,13 +26,13 @@ THM24 = "Feldman et al. 2018, Thm 24 (Skip-PNSGD), converted by Canonne-Kamath-S
 THM26 = "Feldman et al. 2018, Thm 26 (Stop-PNSGD, orders alpha <= alpha*), converted by CKS Prop. 12"
 LEMMA27 = "Feldman et al. 2018, Lemma 27 (local privacy), converted by CKS Prop. 12"
 STRONG = ("Feldman et al. Thm 22 with c-Lipschitz steps, c^2 = 1 - 2 eta beta lambda/(beta+lambda) "
-          "(Asoodeh et al. Lemma 4; THEORY.md 2.4 [derived])")
+          "(Asoodeh et al. Lemma 4; docs/theory.md 2.4 [derived])")
 THM4 = "Asoodeh, Diaz, Calmon, Thm 4 (E_gamma contraction, per index)"
-THM5 = "Asoodeh, Diaz, Calmon, Thm 5, eq. (17) with the maximum over the index (THEORY.md 2.5)"
-LAPLACE_THM3 = "Asoodeh, Diaz, Calmon, Thm 3 with the Laplace profile (THEORY.md 2.5 [derived])"
-MULTI = "Feldman et al. 2018, proof of Thm 35 (per index, E epochs; THEORY.md 2.4 [derived])"
+THM5 = "Asoodeh, Diaz, Calmon, Thm 5, eq. (17) with the maximum over the index (docs/theory.md 2.5)"
+LAPLACE_THM3 = "Asoodeh, Diaz, Calmon, Thm 3 with the Laplace profile (docs/theory.md 2.5 [derived])"
+MULTI = "Feldman et al. 2018, proof of Thm 35 (per index, E epochs; docs/theory.md 2.4 [derived])"
 THM35 = "Feldman et al. 2018, Thm 35 (E <= n epochs), converted by CKS Prop. 12"
-BOUNDED = "Altschuler & Talwar 2022 technique (bounded domain, many epochs; THEORY.md 2.4 [check])"
+BOUNDED = "Altschuler & Talwar 2022 technique (bounded domain, many epochs; docs/theory.md 2.4 [check])"
 LOCAL_COMPOSED = "Feldman et al. 2018, Lemma 27 composed over E epochs, converted by CKS Prop. 12"
 
 

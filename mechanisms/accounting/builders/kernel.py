@@ -19,7 +19,7 @@ REPLACE = "replace-one"
 THM22 = ("Feldman et al. 2018, Thm 22 (shift reduction, optimal schedule with contraction factors), "
          "converted by CKS Prop. 12")
 PROP1 = "Asoodeh, Diaz, Calmon, Thm 3 and Prop. 1 (projected Gaussian kernel contraction)"
-LAPLACE = "Asoodeh, Diaz, Calmon, Thm 3 with the Laplace profile (THEORY.md 2.5 [derived])"
+LAPLACE = "Asoodeh, Diaz, Calmon, Thm 3 with the Laplace profile (docs/theory.md 2.5 [derived])"
 
 
 def kernel_claims(mech, index):

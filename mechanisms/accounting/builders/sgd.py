@@ -26,7 +26,7 @@ MTZ = "Mironov, Talwar, Zhang 2019 (Poisson-subsampled Gaussian RDP), converted 
 WBK = "Wang, Balle, Kasiviswanathan 2019, Thm 9 (sampling without replacement), converted by CKS Prop. 12"
 NOTES = ("lecture notes: subsampling theorem (Balle et al. 2018) on the exact Gaussian step, "
          "composed over T steps (basic composition)")
-BOUNDED = "Altschuler & Talwar 2022 technique (bounded domain, many steps; THEORY.md 2.4 [check])"
+BOUNDED = "Altschuler & Talwar 2022 technique (bounded domain, many steps; docs/theory.md 2.4 [check])"
 LSSGD = "Wang et al. 2019 (DP-LSSGD), Thm 1, as stated in the paper"
 
 

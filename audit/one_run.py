@@ -1,4 +1,4 @@
-"""Auditing in one run (Steinke, Nasr, Jagielski 2023), THEORY.md 3.3.
+"""Auditing in one run (Steinke, Nasr, Jagielski 2023), docs/theory.md 3.3.
 
 ``m`` canaries are each included with probability 1/2; the attacker makes
 ``r`` guesses of which were included, ``v`` of them correct. Under

@@ -1,0 +1,108 @@
+"""What a user installs: one top-level package, working next to PyPI's ``reports``; docs that ship."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = """
+[mechanism]
+name = "gaussian"
+sigma = 2.0
+[audit]
+trials = 2000
+"""
+
+
+def _tracked_files() -> list[str]:
+    result = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip("not a git checkout")
+    return result.stdout.splitlines()
+
+
+def test_wheel_has_one_top_level_package(tmp_path):
+    source = tmp_path / "source"
+    for name in _tracked_files():  # build from what is committed, away from the work tree
+        target = source / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (ROOT / name).is_file():
+            shutil.copy2(ROOT / name, target)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"),
+                    str(source)], check=True, capture_output=True)
+    wheel = next((tmp_path / "dist").glob("dpaudit-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names}
+    assert {top for top in tops if not top.endswith(".dist-info")} == {"dpaudit"}
+    for expected in ("dpaudit/py.typed", "dpaudit/mechanisms/base.py", "dpaudit/attacks/canaries.py",
+                     "dpaudit/audit/runner.py", "dpaudit/reports/templates/report.html.j2",
+                     "dpaudit/mechanisms/accounting/builders/sgd.py", "dpaudit/audit/zoo/broken.py",
+                     "dpaudit/commands/run.py", "dpaudit/gallery/per_index/kernel_reset.toml"):
+        assert expected in names, expected
+    # every source folder with an __init__.py ships as a subpackage
+    for init in ROOT.glob("*/**/__init__.py"):
+        folder = init.parent.relative_to(ROOT)
+        if folder.parts[0] in ("mechanisms", "attacks", "audit", "reports"):
+            assert f"dpaudit/{folder.as_posix()}/__init__.py" in names, folder
+    assert any(name.endswith("licenses/LICENSE") for name in names)
+
+
+def test_commands_work_beside_a_foreign_top_level_reports_package(tmp_path):
+    """PyPI has an unrelated ``reports``; with it importable first, dpaudit must not notice."""
+    stand_in = tmp_path / "reports"
+    stand_in.mkdir()
+    (stand_in / "__init__.py").write_text("raise ImportError('this is not dpaudit')\n")
+    (stand_in / "render.py").write_text("raise ImportError('this is not dpaudit')\n")
+    config = tmp_path / "small.toml"
+    config.write_text(SMALL)
+    result = subprocess.run(
+        [sys.executable, "-m", "dpaudit", "run", str(config), "--store", str(tmp_path / "s.sqlite"),
+         "--out", str(tmp_path / "out"), "--workers", "1", "--quiet"],
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.suffix for p in (tmp_path / "out").iterdir()) == [".html", ".json", ".md"]
+
+
+def test_version_flag_and_module_entry_point():
+    from dpaudit import __version__
+
+    result = subprocess.run([sys.executable, "-m", "dpaudit", "--version"], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip() == f"dpaudit {__version__}"
+
+
+CITATION = re.compile(r"\b((?:docs/)?[A-Za-z_]+\.md)\b")
+
+
+def test_every_cited_document_ships():
+    """Every ``*.md`` file named in code, templates or reports exists in the repository."""
+    cited: dict[str, list[str]] = {}
+    for folder in ("mechanisms", "attacks", "audit", "reports", "dpaudit"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".j2", ".toml"):
+                for name in CITATION.findall(path.read_text(encoding="utf-8")):
+                    cited.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    missing = {name: places for name, places in cited.items() if not (ROOT / name).is_file()}
+    assert cited, "the scan found no citation at all"
+    assert missing == {}
+    tracked = set(_tracked_files())
+    assert all(name in tracked for name in cited), "cited documents must be committed"
+
+
+@pytest.mark.parametrize("document", ["README.md", "docs/guide.md"])
+def test_python_blocks_of_the_docs_run_as_written(tmp_path, document):
+    text = (ROOT / document).read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks, f"{document} has no Python block"
+    for number, block in enumerate(blocks):
+        script = tmp_path / f"block{number}.py"
+        script.write_text(block)
+        result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True)
+        assert result.returncode == 0, f"{document} Python block {number} failed:\n{block}\n{result.stderr}"

@@ -1,0 +1,85 @@
+"""The data path, enforced: mechanisms <- attacks <- audit <- reports <- the root package (CLI, gallery).
+
+A module may import from its own layer and the layers below it, never above
+(an AST walk over every import, including imports inside functions).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYERS = {"mechanisms": 0, "attacks": 1, "audit": 2, "reports": 3, "dpaudit": 4}
+FOLDERS = {"mechanisms": ROOT / "mechanisms", "attacks": ROOT / "attacks", "audit": ROOT / "audit",
+           "reports": ROOT / "reports", "dpaudit": ROOT / "dpaudit"}
+
+
+def _layer_of_import(name: str) -> int | None:
+    parts = name.split(".")
+    if parts[0] != "dpaudit":
+        return None
+    if len(parts) == 1 or parts[1] not in LAYERS:
+        return LAYERS["dpaudit"]
+    return LAYERS[parts[1]]
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of every absolute import in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "dpaudit":  # from dpaudit import mechanisms: the subpackage is what is imported
+                found.extend((node.lineno, f"dpaudit.{alias.name}") for alias in node.names
+                             if not alias.name.startswith("__"))  # __version__ is metadata, not a layer
+            else:
+                found.append((node.lineno, node.module))
+    return found
+
+
+def _violations() -> list[str]:
+    bad = []
+    for folder, directory in FOLDERS.items():
+        own = LAYERS[folder]
+        for path in sorted(directory.rglob("*.py")):
+            for line, module in imports(path):
+                top = module.split(".")[0]
+                if top in ("mechanisms", "attacks", "audit", "reports"):
+                    bad.append(f"{path.relative_to(ROOT)}:{line} imports the bare top-level name {module!r}")
+                layer = _layer_of_import(module)
+                if layer is not None and layer > own:
+                    bad.append(f"{path.relative_to(ROOT)}:{line} imports {module} (a layer above {folder})")
+    return bad
+
+
+def test_no_back_edges_and_no_bare_top_level_imports():
+    assert _violations() == []
+
+
+def test_the_check_sees_a_back_edge(tmp_path):
+    # the walker must catch imports inside functions too, or the test above could not fail
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from dpaudit.reports.render import render\n    import mechanisms.base\n")
+    assert [module for _, module in imports(probe)] == ["dpaudit.reports.render", "mechanisms.base"]
+    assert _layer_of_import("dpaudit.reports.render") == 3 > LAYERS["mechanisms"]
+
+
+def test_importing_changes_no_global_state():
+    """Importing every subpackage registers no mechanism and switches no matplotlib backend."""
+    import subprocess
+    import sys
+
+    code = (
+        "import matplotlib; before = matplotlib.get_backend()\n"
+        "from dpaudit.mechanisms import registered; names = set(registered())\n"
+        "import importlib\n"
+        "for module in ('dpaudit', 'dpaudit.attacks', 'dpaudit.audit', 'dpaudit.reports', 'dpaudit.audit.zoo',\n"
+        "               'dpaudit.reports.plots', 'dpaudit.reports.html', 'dpaudit.gallery', 'dpaudit.cli'):\n"
+        "    importlib.import_module(module)\n"
+        "assert set(registered()) == names, set(registered()) - names\n"
+        "assert matplotlib.get_backend() == before, (before, matplotlib.get_backend())\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT.parent)
