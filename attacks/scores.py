@@ -10,6 +10,7 @@ gaussian   log-likelihood ratio of Gaussians fitted to each dataset
 logistic   logistic regression on standardised outputs (torch, LBFGS)
 mlp        a small two-layer network (torch, Adam)
 exact      the mechanism's own exact log-likelihood ratio, if it has one
+float-bits bit patterns of the released floats (``attacks.float_bits``)
 ========== ==========================================================
 """
 
@@ -21,6 +22,7 @@ import numpy as np
 import torch
 
 from dpaudit.attacks.canaries import CanaryPair
+from dpaudit.attacks.float_bits import fit_float_bits
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice
 
@@ -33,8 +35,9 @@ SCORES = {
     "logistic": "logistic regression fitted on calibration trials",
     "mlp": "small neural network fitted on calibration trials",
     "exact": "exact log-likelihood ratio supplied by the mechanism",
+    "float-bits": "floating-point distinguisher: value windows crossed with significand bits",
 }
-FITTED = frozenset({"gaussian", "logistic", "mlp"})  # scores fitted on calibration outputs
+FITTED = frozenset({"gaussian", "logistic", "mlp", "float-bits"})  # scores fitted on calibration outputs
 _MAX_FIT = 200_000  # calibration trials used to fit a learned score
 
 
@@ -73,6 +76,8 @@ def fit_score(name: str, pair: CanaryPair, calibration_a: np.ndarray | None = No
     cal_b = np.asarray(calibration_b, dtype=float)[:_MAX_FIT]
     if name == "gaussian":
         return _fit_gaussian(cal_a, cal_b)
+    if name == "float-bits":
+        return fit_float_bits(cal_a, cal_b)
     return _fit_classifier(cal_a, cal_b, hidden=32 if name == "mlp" else 0, seed=seed)
 
 

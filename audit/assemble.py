@@ -16,7 +16,7 @@ from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.audit.ceiling import exact_ceiling
 from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound, profile_lower_bound
 from dpaudit.audit.fingerprint import code_version
-from dpaudit.audit.job import AuditJob
+from dpaudit.audit.job import AuditJob, pair_digest as _pair_digest
 from dpaudit.audit.result import AuditResult, ClaimEntry, Empirical, IndexResult
 from dpaudit.audit.verdict import combine, judge
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
@@ -25,6 +25,7 @@ from dpaudit.mechanisms.errors import NotExact
 __all__ = ["PROFILE_EPSILONS", "assemble", "certify_scores", "distributions"]
 
 PROFILE_EPSILONS = tuple(np.round(np.linspace(0.0, 8.0, 33), 4))
+_LAWS: dict[bytes, Any] = {}  # exact laws by pair digest (mechanism, datasets), oldest dropped first
 
 
 def certify_scores(cal_a, cal_b, cert_a, cert_b, *, delta: float, confidence: float,
@@ -70,9 +71,16 @@ def _exact(pair: CanaryPair, delta: float, certified: int, confidence: float) ->
     """The exact value of a one-dimensional instance and its statistical ceiling (docs/theory.md 3.4, 5)."""
     from dpaudit.mechanisms.accounting.instances import exact_epsilon, exact_laws, likelihood_ratio_law
 
-    try:
-        laws = exact_laws(pair.mechanism, pair.dataset_a, pair.dataset_b)  # propagated once, used twice
-    except NotExact:
+    key = _pair_digest(pair)
+    if key not in _LAWS:
+        try:
+            _LAWS[key] = exact_laws(pair.mechanism, pair.dataset_a, pair.dataset_b)
+        except NotExact:
+            _LAWS[key] = None
+        while len(_LAWS) > 16:  # a few instances are enough: audits of one pair come in runs
+            _LAWS.pop(next(iter(_LAWS)))
+    laws = _LAWS[key]  # propagated once per instance, used for the value and the ceiling
+    if laws is None:
         return None
     value = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, delta, laws=laws)
     ceiling = exact_ceiling(*likelihood_ratio_law(laws), trials=certified, delta=delta, confidence=confidence)
@@ -137,7 +145,8 @@ def assemble(job: AuditJob, scores: dict[int, dict[str, np.ndarray]], *, timings
                              "per_index_confidence": per_index_confidence})
     return AuditResult(
         audit_id=job.audit_id, title=job.title,
-        mechanism={"name": job.mechanism.name, "params": job.mechanism.params}, canary=canary,
+        mechanism={"name": job.mechanism.name, "params": job.mechanism.params,
+                   "release_grid": job.mechanism.release_grid}, canary=canary,
         attack=dict(job.description.get("attack", {"score": job.score})), audit=settings.to_dict(),
         seed=settings.seed, code_version=code_version(), code_fingerprint=job.code_fingerprint,
         config_source=job.source, empirical=empirical, claims=top.claims, per_index=per_index, verdict=verdict,

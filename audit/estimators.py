@@ -14,6 +14,10 @@ over both error rates and every threshold certified; the split is recorded
 in the result. Each estimator's statement holds at its own confidence
 (several estimators on the same scores are not simultaneous).
 
+Orientation: whether high or low scores point to ``S'`` is chosen on the
+calibration scores (:func:`_orient`), so either order of the two arrays
+gives the same bound and the choice costs nothing.
+
 Strategies: ``"split"`` certifies at the one threshold whose bound is
 largest on the calibration scores; ``"union"`` certifies at a grid of ``grid_size`` calibration quantiles,
 each at level ``beta / (2 * grid_size)``.
@@ -68,6 +72,7 @@ class EpsilonBound:
     confidence: float
     method: str
     threshold: float
+    orientation: str
     direction: str
     false_positive_rate_upper: float
     false_negative_rate_upper: float
@@ -86,6 +91,7 @@ class GDPBound:
     confidence: float
     method: str
     threshold: float
+    orientation: str
     trials: dict[str, int]
     failure_split: dict[str, Any]
     model_based_epsilon: float | None
@@ -103,6 +109,7 @@ class ProfileBound:
     delta_lower_bounds: tuple[float, ...]
     confidence: float
     method: str
+    orientation: str
     trials: dict[str, int]
     failure_split: dict[str, Any]
 
@@ -145,7 +152,7 @@ def _candidates(cal_a: np.ndarray, cal_b: np.ndarray, limit: int = 4000) -> np.n
     return pooled
 
 
-def _choose_threshold(cal_a, cal_b, failure: float, objective) -> float:
+def _choose_threshold(cal_a, cal_b, failure: float, objective) -> tuple[float, float]:
     """The candidate whose bound, certified on the calibration scores themselves, is largest.
 
     Certifying on calibration penalises thresholds in thin tails where the
@@ -161,7 +168,27 @@ def _choose_threshold(cal_a, cal_b, failure: float, objective) -> float:
     fp, fn = error_counts(cal_a, cal_b, candidates)
     level = failure * getattr(objective, "selection_level", 1.0)
     values, _ = objective(cp_upper(fp, cal_a.size, level), cp_upper(fn, cal_b.size, level))
-    return float(candidates[int(np.argmax(values))])
+    best = int(np.argmax(values))
+    return float(candidates[best]), float(values[best])
+
+
+ORIENTATIONS = ("larger under S'", "smaller under S'")
+
+
+def _orient(cal_a, cal_b, cert_a, cert_b, failure: float, objective):
+    """Choose on calibration scores whether high or low scores point to ``S'``.
+
+    The orientation whose best calibration bound is larger wins; scores are
+    negated for ``"smaller under S'"``. Only calibration data decide, so the
+    choice costs nothing in the failure probability, and swapping the two
+    datasets (or a score oriented the other way) never turns a strong result
+    into 0.
+    """
+    forward = _choose_threshold(cal_a, cal_b, failure, objective)[1]
+    backward = _choose_threshold(-cal_a, -cal_b, failure, objective)[1]
+    if backward > forward:
+        return (-cal_a, -cal_b, -cert_a, -cert_b), ORIENTATIONS[1]
+    return (cal_a, cal_b, cert_a, cert_b), ORIENTATIONS[0]
 
 
 def _grid(cal_a, cal_b, size: int) -> np.ndarray:
@@ -186,7 +213,7 @@ def _prepare(scores_a, scores_b, calibration, calibration_fraction, seed):
 def _thresholds(strategy, cal_a, cal_b, beta, grid_size, objective):
     check_choice("threshold", strategy, STRATEGIES)
     if strategy == "split":
-        return np.array([_choose_threshold(cal_a, cal_b, beta / 2, objective)])
+        return np.array([_choose_threshold(cal_a, cal_b, beta / 2, objective)[0]])
     if grid_size < 1:
         raise ParameterError(f"grid_size must be >= 1, got grid_size={grid_size}")
     return _grid(cal_a, cal_b, grid_size)
@@ -227,6 +254,7 @@ def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float =
     beta = 1 - check_confidence(confidence)
     cal_a, cal_b, cert_a, cert_b = _prepare(scores_a, scores_b, calibration, calibration_fraction, seed)
     objective = _epsilon_objective(delta)
+    (cal_a, cal_b, cert_a, cert_b), orientation = _orient(cal_a, cal_b, cert_a, cert_b, beta / 2, objective)
     thresholds = _thresholds(threshold, cal_a, cal_b, beta, grid_size, objective)
     per_rate = beta / (2 * thresholds.size)
     fp, fn = error_counts(cert_a, cert_b, thresholds)
@@ -237,7 +265,7 @@ def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float =
     bound = max(float(np.nextafter(values[best], -np.inf)), 0.0) if np.isfinite(values[best]) else 0.0
     return EpsilonBound(
         epsilon_lower_bound=bound, delta=delta, confidence=1 - beta,
-        method=f"clopper-pearson/{threshold}", threshold=float(thresholds[best]),
+        method=f"clopper-pearson/{threshold}", threshold=float(thresholds[best]), orientation=orientation,
         direction=("log((1-delta-FNR)/FPR)", "log((1-delta-FPR)/FNR)")[int(directions[best])],
         false_positive_rate_upper=float(fpr_hi[best]), false_negative_rate_upper=float(fnr_hi[best]),
         trials=_trials(cal_a, cal_b, cert_a, cert_b),
@@ -256,6 +284,7 @@ def gdp_lower_bound(scores_a, scores_b, *, confidence: float = 0.95, delta: floa
     """
     beta = 1 - check_confidence(confidence)
     cal_a, cal_b, cert_a, cert_b = _prepare(scores_a, scores_b, calibration, calibration_fraction, seed)
+    (cal_a, cal_b, cert_a, cert_b), orientation = _orient(cal_a, cal_b, cert_a, cert_b, beta / 2, _mu_objective)
     thresholds = _thresholds(threshold, cal_a, cal_b, beta, grid_size, _mu_objective)
     per_rate = beta / (2 * thresholds.size)
     fp, fn = error_counts(cert_a, cert_b, thresholds)
@@ -267,7 +296,7 @@ def gdp_lower_bound(scores_a, scores_b, *, confidence: float = 0.95, delta: floa
         model_eps = float(gaussian_epsilon(check_delta(delta), mu)) if delta > 0 else None
     return GDPBound(
         mu_lower_bound=mu, confidence=1 - beta, method=f"gdp-clopper-pearson/{threshold}",
-        threshold=float(thresholds[best]), trials=_trials(cal_a, cal_b, cert_a, cert_b),
+        threshold=float(thresholds[best]), orientation=orientation, trials=_trials(cal_a, cal_b, cert_a, cert_b),
         failure_split={"beta": beta, "rates": 2, "thresholds": int(thresholds.size), "per_rate": per_rate},
         model_based_epsilon=model_eps, model_based_delta=delta)
 
@@ -285,6 +314,8 @@ def profile_lower_bound(scores_a, scores_b, *, epsilons, confidence: float = 0.9
     if grid_eps.size == 0 or not np.all(np.isfinite(grid_eps)) or np.any(grid_eps < 0):
         raise ParameterError("epsilons must be finite numbers >= 0")
     cal_a, cal_b, cert_a, cert_b = _prepare(scores_a, scores_b, calibration, calibration_fraction, seed)
+    (cal_a, cal_b, cert_a, cert_b), orientation = _orient(cal_a, cal_b, cert_a, cert_b, beta / 2,
+                                                          _epsilon_objective(0.0))
     thresholds = _grid(cal_a, cal_b, grid_size)
     per_rate = beta / (2 * thresholds.size)
     fp, fn = error_counts(cert_a, cert_b, thresholds)
@@ -295,6 +326,6 @@ def profile_lower_bound(scores_a, scores_b, *, epsilons, confidence: float = 0.9
     deltas = np.maximum(np.maximum(forward, backward).max(axis=1), 0.0)
     return ProfileBound(
         epsilons=tuple(float(e) for e in grid_eps), delta_lower_bounds=tuple(float(d) for d in deltas),
-        confidence=1 - beta, method="profile-clopper-pearson/union",
+        confidence=1 - beta, method="profile-clopper-pearson/union", orientation=orientation,
         trials=_trials(cal_a, cal_b, cert_a, cert_b),
         failure_split={"beta": beta, "rates": 2, "thresholds": int(thresholds.size), "per_rate": per_rate})

@@ -25,7 +25,7 @@ from dpaudit.audit.fingerprint import code_fingerprint
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.errors import ParameterError
 
-__all__ = ["AUDIT_DEFAULTS", "AuditJob", "AuditSettings", "check_setting"]
+__all__ = ["AUDIT_DEFAULTS", "AuditJob", "AuditSettings", "check_setting", "pair_digest"]
 
 AUDIT_DEFAULTS: dict[str, Any] = {
     "trials": 100_000, "delta": 1e-5, "confidence": 0.95, "seed": 0, "threshold": "split",
@@ -82,7 +82,7 @@ class AuditSettings:
         return dataclasses.asdict(self)
 
 
-def _pair_digest(pair: CanaryPair) -> bytes:
+def pair_digest(pair: CanaryPair) -> bytes:
     """Everything of a pair that decides what is sampled."""
     digest = hashlib.sha256()
     for dataset in (pair.dataset_a, pair.dataset_b):
@@ -92,7 +92,9 @@ def _pair_digest(pair: CanaryPair) -> bytes:
             digest.update(f"{position}:".encode())
             digest.update(np.ascontiguousarray(dataset.injected[position], dtype=np.float64).tobytes())
     digest.update(np.ascontiguousarray(pair.direction, dtype=np.float64).tobytes())
-    digest.update(json.dumps([pair.index, str(pair.relation), pair.kind, pair.mechanism.name, pair.mechanism.params],
+    kind = type(pair.mechanism)
+    digest.update(json.dumps([pair.index, str(pair.relation), pair.kind, pair.mechanism.name, pair.mechanism.params,
+                              f"{kind.__module__}.{kind.__qualname__}"],
                              sort_keys=True, default=str).encode())
     return digest.digest()
 
@@ -147,7 +149,7 @@ class AuditJob:
                                   "score": self.score, "code": self.code_fingerprint},
                                  sort_keys=True, separators=(",", ":"), default=str).encode())
         for pair in self.pairs:
-            digest.update(_pair_digest(pair))
+            digest.update(pair_digest(pair))
         return digest.hexdigest()[:16]
 
     def with_trials(self, trials: int) -> "AuditJob":

@@ -30,12 +30,31 @@ __all__ = [
     "register",
     "registered",
     "make_rng",
+    "RELEASE_GRID",
+    "snap",
 ]
 
 SeedLike = int | np.random.SeedSequence
 _REGISTRY: dict[str, type["Mechanism"]] = {}
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
+#: Released outputs are rounded to multiples of this power of two (by computation dtype): far above
+#: the float spacing of the values, so their low bits carry no information (docs/theory.md 1.9).
+RELEASE_GRID = {"float64": 2.0**-12, "float32": 2.0**-6}
 M = TypeVar("M", bound=type["Mechanism"])
+
+
+def snap(outputs: np.ndarray, grid: float, *, toward_zero: bool = False) -> np.ndarray:
+    """``outputs`` rounded to multiples of the power of two ``grid`` (to nearest, or toward zero).
+
+    Dividing and multiplying by a power of two are exact in binary floating
+    point, so each result is exactly an integer times ``grid``; rounding
+    toward zero never increases a coordinate's magnitude (it keeps a point of
+    a ball about the origin inside the ball).
+    """
+    values = np.asarray(outputs, dtype=np.float64)
+    scaled = values / grid
+    snapped = (np.trunc(scaled) if toward_zero else np.rint(scaled)) * grid
+    return snapped.astype(np.asarray(outputs).dtype, copy=False)
 
 
 def param(default: Any = dataclasses.MISSING, doc: str = "") -> Any:
@@ -253,7 +272,31 @@ class Mechanism(abc.ABC):
                     array = self._tile(data, trials, rng, dtype)
         finally:
             torch.set_num_threads(threads)
-        return array
+        return self.release(array)
+
+    @property
+    def release_grid(self) -> float | None:
+        """The power-of-two grid outputs are snapped to before release (``None``: released as computed)."""
+        return RELEASE_GRID[getattr(self, "dtype", "float64")]
+
+    def release(self, outputs: np.ndarray) -> np.ndarray:
+        """Snap computed outputs to :attr:`release_grid` (Mironov 2012's snapping, without clamping).
+
+        A computed float differs from the exact value of the ideal mechanism
+        by rounding errors, and its low bits can depend on the dataset
+        (Mironov 2012, "On significance of the least significant bits for
+        differential privacy"). Rounding to a fixed grid far above the float
+        spacing is post-processing of the ideal output, so the ideal
+        mechanism's claims hold for the rounded one; the computed and the
+        ideal rounded outputs differ only when the ideal value lies within
+        the rounding error of a grid midpoint (docs/theory.md 1.9 bounds
+        that probability). Dividing and multiplying by a power of two are
+        exact, so every released value is an exact multiple of the grid.
+        """
+        grid = self.release_grid
+        if grid is None:
+            return outputs
+        return snap(outputs, grid)
 
     def _tile(self, data: Dataset, trials: int, rng: np.random.Generator,
               dtype: torch.dtype) -> np.ndarray:

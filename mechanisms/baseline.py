@@ -82,7 +82,10 @@ class _SumQuery(Mechanism):
         x = np.asarray(outputs, dtype=float)
         if self.norm_order == 2:  # Gaussian: squared distances over 2 sigma^2
             return (((x - mean_a) ** 2).sum(1) - ((x - mean_b) ** 2).sum(1)) / (2 * self.spread**2)
-        return (np.abs(x - mean_a).sum(1) - np.abs(x - mean_b).sum(1)) / self.spread  # Laplace
+        # Laplace: |x - a|_1 - |x - b|_1 lies in [-|a - b|_1, |a - b|_1]; clip so that rounding in the
+        # sums can never put a score outside that range (a value only one dataset could produce)
+        reach = float(np.abs(mean_a - mean_b).sum())
+        return np.clip(np.abs(x - mean_a).sum(1) - np.abs(x - mean_b).sum(1), -reach, reach) / self.spread
 
 
 @register

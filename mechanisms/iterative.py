@@ -8,7 +8,7 @@ import math
 import numpy as np
 import torch
 
-from dpaudit.mechanisms.base import Mechanism, param
+from dpaudit.mechanisms.base import Mechanism, param, snap
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.domains import Domain, make_domain
 from dpaudit.mechanisms.errors import NotExact, ParameterError
@@ -75,6 +75,21 @@ class IterativeMechanism(Mechanism):
         if self.domain == "whole":
             raise ParameterError("canary kind 'boundary' needs a bounded domain, got domain='whole'")
         return dataclasses.replace(self, init="boundary")
+
+    def release(self, outputs: np.ndarray) -> np.ndarray:
+        """Snap to the release grid without leaving ``K`` (docs/theory.md 1.9).
+
+        On a ball about the origin coordinates are rounded toward zero (the
+        norm can only shrink); on a box they are rounded to nearest and
+        clipped to its public ends.
+        """
+        grid = self.release_grid
+        if grid is None:
+            return outputs
+        if self.domain == "ball":
+            return snap(outputs, grid, toward_zero=True)
+        snapped = snap(outputs, grid)
+        return np.clip(snapped, self.low, self.high) if self.domain == "box" else snapped
 
     def exact_options(self) -> dict:
         """Interval, start point and noise of a one-dimensional instance (for ``exact_steps``)."""

@@ -34,6 +34,7 @@ class CallableMechanism(Mechanism):
     summary = "a user function fn(dataset, rng) -> array, one trial per call"
     tiled = False  # the user function may not be thread-safe: one call, one generator
     canary_kinds = ()  # records of a user function are opaque: audits take a dataset pair
+    release_grid = None  # released exactly as the user's code computes it: its float leaks are what we audit
 
     def validate(self) -> None:
         if not callable(self.fn):

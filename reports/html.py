@@ -7,7 +7,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from dpaudit.reports import plots
-from dpaudit.reports.text import claims_rows, verdict_sentence
+from dpaudit.reports.text import claims_rows, gdp_sentence, release_text, verdict_sentence
 
 __all__ = ["html"]
 
@@ -24,6 +24,7 @@ def html(document: dict[str, Any]) -> str:
         ("Score histograms on S and S' at the strongest index.", plots.histograms(document)),
     ]
     return _ENV.get_template("report.html.j2").render(
-        doc=document, sentence=verdict_sentence(document), figures=figures,
+        doc=document, sentence=verdict_sentence(document), gdp=gdp_sentence(document), figures=figures,
+        release=release_text(document["mechanism"].get("release_grid")),
         claims=claims_rows(document["claims"], document.get("tightness", {})),
         per_index=document["per_index"])

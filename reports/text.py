@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["claims_rows", "markdown", "verdict_sentence"]
+__all__ = ["claims_rows", "gdp_sentence", "markdown", "release_text", "verdict_sentence"]
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -22,14 +22,31 @@ def verdict_sentence(document: dict[str, Any]) -> str:
     indices = document.get("per_index", [])
     scope = f" over {len(indices)} canary positions" if len(indices) > 1 else ""
     shown = (f"With confidence {emp['confidence']:g}{scope}, epsilon is at least "
-             f"{emp['epsilon_lower_bound']:.3f} at delta = {emp['delta']:g}{where}, "
-             f"and mu (GDP) is at least {emp['mu_lower_bound']:.3f}.")
+             f"{emp['epsilon_lower_bound']:.3f} at delta = {emp['delta']:g}{where}.")
     verdict = document["verdict"]
     if verdict == "violation":
         return shown + " This contradicts the claims " + ", ".join(document["violations"]) + "."
     if verdict == "consistent":
         return shown + " This is consistent with every applicable claim: " + document["verdict_reason"] + "."
     return shown + " The audit is inconclusive: " + document["verdict_reason"] + "."
+
+
+def release_text(grid: Any) -> str:
+    if grid is None:
+        return "outputs released as computed (a user function: its float bits are part of what is audited)"
+    return (f"outputs snapped to multiples of {grid:g}; the claims assume this resolution "
+            "(docs/theory.md 1.9)")
+
+
+def gdp_sentence(document: dict[str, Any]) -> str:
+    """The GDP fit, labelled as model-based: never part of the verdict."""
+    emp = document["empirical"]
+    model = emp.get("model_based_epsilon")
+    implied = (f" Under that model epsilon at delta = {emp['delta']:g} would be {model:.3f}; this is "
+               "model-based (assumes a Gaussian tradeoff), not a certified bound on epsilon."
+               if model is not None else "")
+    return (f"GDP fit: mu >= {emp['mu_lower_bound']:.3f} with confidence {emp['confidence']:g} (mu is the "
+            f"shift between two unit Gaussians whose tradeoff the scores are compared with).{implied}")
 
 
 def claims_rows(claims: list[dict[str, Any]], tightness: dict[str, Any]) -> list[list[str]]:
@@ -53,10 +70,11 @@ def _escape_md(text: str) -> str:
 def markdown(document: dict[str, Any]) -> str:
     """The report in Markdown (user strings escaped)."""
     lines = [f"# {_escape_md(document['title'])}", "", f"**Verdict: {document['verdict']}.** "
-             + _escape_md(verdict_sentence(document)), ""]
+             + _escape_md(verdict_sentence(document)), "", _escape_md(gdp_sentence(document)), ""]
     mech = document["mechanism"]
     lines += ["## Configuration", "", f"- mechanism: `{_escape_md(mech['name'])}`",
               "- parameters: " + ", ".join(f"`{_escape_md(k)}={_escape_md(v)}`" for k, v in mech["params"].items()),
+              f"- release: {release_text(mech.get('release_grid'))}",
               f"- canary: {_escape_md(document['canary']['kind'])} ({document['canary']['relation']}), "
               f"indices {document['canary']['indices']}",
               f"- score: {_escape_md(document['attack']['score'])}; trials per dataset: {document['audit']['trials']}; "
@@ -66,7 +84,7 @@ def markdown(document: dict[str, Any]) -> str:
     for row in claims_rows(document["claims"], document.get("tightness", {})):
         lines.append("| " + " | ".join(_escape_md(cell) for cell in row) + " |")
     if len(document.get("per_index", [])) > 1:
-        lines += ["", "## By canary index", "", "| index | epsilon >= | mu >= | verdict |", "|---|---|---|---|"]
+        lines += ["", "## By canary index", "", "| index | epsilon >= | mu (GDP) >= | verdict |", "|---|---|---|---|"]
         for row in document["per_index"]:
             emp = row["empirical"]
             lines.append(f"| {row['index']} | {emp['epsilon_lower_bound']:.4f} | {emp['mu_lower_bound']:.4f} "

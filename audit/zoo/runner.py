@@ -27,8 +27,28 @@ class ZooResult:
     seconds: float
     description: str
 
+    @property
+    def exceeds_claim(self) -> bool:
+        """Whether the variant's true epsilon exceeds its claim (assumed when the true value is unknown)."""
+        return self.buggy and (self.true_epsilon is None or self.true_epsilon > self.claimed_epsilon)
+
+    @property
+    def status(self) -> str:
+        """``caught``, ``missed``, ``within-claim`` (a bug no audit can flag on this instance),
+        ``false-alarm`` or ``passed``."""
+        if not self.buggy:
+            return "false-alarm" if self.caught else "passed"
+        if self.caught:
+            return "caught"
+        return "missed" if self.exceeds_claim else "within-claim"
+
+    @property
+    def failed(self) -> bool:
+        """A bug that exceeds its claim went uncaught, or a correct variant was flagged."""
+        return self.status in ("missed", "false-alarm")
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "exceeds_claim": self.exceeds_claim, "status": self.status}
 
 
 def run_zoo(*, trials: int | None = None, seed: int = 0, confidence: float = 0.95,

@@ -42,8 +42,10 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(f"epsilon >= {eps.epsilon_lower_bound:.4f} at delta={eps.delta:g} "
               f"(confidence {eps.confidence:g}, {eps.method}, threshold {eps.threshold:.6g})")
-        print(f"mu >= {gdp.mu_lower_bound:.4f} (mu-GDP); model-based epsilon at delta: "
-              f"{gdp.model_based_epsilon if gdp.model_based_epsilon is not None else 'n/a'}")
+        model = gdp.model_based_epsilon
+        print(f"mu >= {gdp.mu_lower_bound:.4f} (mu-GDP, certified); epsilon at delta under that model: "
+              f"{f'{model:.4f}' if model is not None else 'n/a'} (model-based: assumes a Gaussian tradeoff, "
+              f"not a certified bound)")
         print(f"trials certified: {eps.trials['a']} and {eps.trials['b']} "
               f"(calibration {eps.trials['calibration_a']} and {eps.trials['calibration_b']})")
     return 0

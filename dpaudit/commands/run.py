@@ -14,7 +14,7 @@ from dpaudit.audit.verdict import combine
 
 def _summary(results: list[AuditResult]) -> None:
     err = sys.stderr
-    err.write(f"{'audit':<18} {'title':<34} {'eps >=':>8} {'mu >=':>7} {'verdict':<12}\n")
+    err.write(f"{'audit':<18} {'title':<34} {'eps >=':>8} {'mu(GDP)':>7} {'verdict':<12}\n")
     for result in results:
         emp = result.empirical
         err.write(f"{result.audit_id:<18} {result.title[:34]:<34} {emp.epsilon_lower_bound:>8.4f} "

@@ -4,12 +4,15 @@ The law of the iterate on ``K = [a, b]`` is a density on a uniform grid of
 ``cells + 1`` nodes plus atoms (point masses) at ``a``, ``b`` and, after a
 reset step, at the reset point. One step ``X <- Pi_K(rho X + m + N)``:
 
-1. the affine map moves atoms exactly and the density by interpolation
-   (``rho = 1`` is a translation: kernel positions shift, nothing is
-   interpolated);
-2. the noise ``N`` (Gaussian or Laplace) is convolved with the density by the
-   trapezoid rule through FFT (spectrally accurate for smooth kernels) and
-   with each atom in closed form;
+1. the affine map moves atoms exactly; the density is never interpolated:
+   it is treated as point masses at the nodes, which a translation shifts
+   with the kernel and a contraction maps to ``rho x_j + m`` and splits
+   linearly between neighbouring nodes (mass and first moment kept), so the
+   scheme is second-order accurate although the density jumps at the ends
+   of ``K``;
+2. each source node's kernel is rescaled so that its mass on the grid equals
+   its exact mass inside ``K`` (the noise CDF), and each atom is convolved
+   in closed form the same way, so total mass is conserved to rounding;
 3. the mass beyond ``a`` and ``b`` is folded into the end atoms (closed form
    with the noise CDF).
 
@@ -17,7 +20,8 @@ On the whole line the grid covers the mass to within 1e-15 and no folding
 happens. ``E_gamma(P || Q) = sum_atoms [p - gamma q]_+ + int [p(x) - gamma q(x)]_+ dx``
 integrates the piecewise-linear positive part exactly between nodes. The
 discretisation error is estimated by recomputing on half the grid
-(``grid_error``) and tested against closed forms.
+(``grid_error = |delta_N - delta_{N/2}|``, about three times the error of a
+second-order scheme) and tested against a grid four times finer.
 
 References
 ----------
@@ -79,41 +83,88 @@ def _weights(nodes: np.ndarray) -> np.ndarray:
     return w
 
 
-def propagate(law: Law, step: Step, *, noise: str, low: float, high: float) -> Law:
-    """One step of the iteration on ``[low, high]`` (``-inf``/``inf`` for the whole line)."""
-    nodes = law.nodes
+def _correlate(weights: np.ndarray, kernel_row: np.ndarray, size: int) -> np.ndarray:
+    """``sum_i weights_i * kernel(y_i - x_j)`` for every ``j``, with ``kernel_row`` on lags ``-(size-1)..size-1``."""
+    return fftconvolve(weights[::-1], kernel_row)[size - 1: 2 * size - 1][::-1]
+
+
+def _on_grid(masses: np.ndarray, positions: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """Point masses at ``positions`` split linearly between their two neighbouring nodes.
+
+    The split keeps each mass and its first moment, so smoothing the result
+    with the noise kernel is second-order accurate in the grid step.
+    """
     h = nodes[1] - nodes[0]
-    rho, offset, spread = step.rho, step.offset, step.spread
-    # 1. the affine map y = rho x + offset
-    atoms = {rho * x + offset: m for x, m in law.atoms.items() if m > 0}
-    if rho == 0:
-        mass = float(np.trapezoid(law.density, nodes))
-        atoms[offset] = atoms.get(offset, 0.0) + mass
-        density = np.zeros_like(law.density)
-        shift = 0.0
-    elif rho == 1:
-        density, shift = law.density, offset  # a translation moves the kernel, not the density
-    else:
-        density = np.interp((nodes - offset) / rho, nodes, law.density, left=0.0, right=0.0) / rho
-        shift = 0.0
-    # 2. convolution with the noise (trapezoid rule through FFT) and atoms in closed form
-    weighted = density * _weights(nodes)
-    lags = np.arange(-(nodes.size - 1), nodes.size) * h
+    place = np.clip((positions - nodes[0]) / h, 0.0, nodes.size - 1.0)
+    left = np.minimum(np.floor(place).astype(np.int64), nodes.size - 2)
+    fraction = place - left
+    out = np.zeros(nodes.size)
+    np.add.at(out, left, masses * (1.0 - fraction))
+    np.add.at(out, left + 1, masses * fraction)
+    return out
+
+
+def _smooth(masses: np.ndarray, shift: float, nodes: np.ndarray, noise: str, spread: float,
+            low: float, high: float) -> tuple[np.ndarray, float, float]:
+    """Point masses at ``nodes + shift`` plus noise: the density on the grid and the masses beyond each end.
+
+    Each node's kernel is rescaled so that its trapezoid mass on the grid is
+    its exact mass inside the interval (noise CDF); what lies beyond goes to
+    the ends. Total mass is conserved to rounding.
+    """
+    size = nodes.size
+    h = nodes[1] - nodes[0]
+    lo_edge = low if math.isfinite(low) else nodes[0] - 0.5 * h
+    hi_edge = high if math.isfinite(high) else nodes[-1] + 0.5 * h
+    centres = nodes + shift
+    below = _cdf(noise, lo_edge - centres, spread)
+    above = 1 - _cdf(noise, hi_edge - centres, spread)
+    inside = np.maximum(1 - below - above, 0.0)
+    lags = np.arange(-(size - 1), size) * h
     kernel = _pdf(noise, lags - shift, spread)
-    new_density = \
-        fftconvolve(weighted, kernel)[nodes.size - 1: 2 * nodes.size - 1]
-    for position, mass in atoms.items():
-        new_density = new_density + mass * _pdf(noise, nodes - position, spread)
-    new_atoms: dict[float, float] = {}
-    # 3. fold the mass beyond the ends into atoms at a and b
-    if math.isfinite(low):
-        below = float(np.sum(weighted * _cdf(noise, low - nodes - shift, spread)))
-        below += sum(m * float(_cdf(noise, low - p, spread)) for p, m in atoms.items())
-        new_atoms[low] = below
-        above = float(np.sum(weighted * (1 - _cdf(noise, high - nodes - shift, spread))))
-        above += sum(m * float(1 - _cdf(noise, high - p, spread)) for p, m in atoms.items())
-        new_atoms[high] = above
-    return Law(nodes, np.maximum(new_density, 0.0), new_atoms)
+    columns = _correlate(_weights(nodes), kernel, size)  # trapezoid mass of each node's kernel
+    scale = np.divide(inside, columns, out=np.zeros_like(inside), where=columns > 0)
+    density = fftconvolve(masses * scale, kernel)[size - 1: 2 * size - 1]
+    return density, float(masses @ below), float(masses @ above)
+
+
+def propagate(law: Law, step: Step, *, noise: str, low: float, high: float) -> Law:
+    """One step of the iteration on ``[low, high]`` (``-inf``/``inf`` for the whole line).
+
+    The density is treated as point masses ``w_j p(x_j)`` at the nodes: a
+    translation moves them with the noise kernel (exact shift), a contraction
+    maps them to ``rho x_j + offset`` and splits them linearly between grid
+    nodes, a reset gathers them into an atom. Nothing is interpolated, so
+    the jumps of the density at the ends of ``K`` cost no accuracy, and each
+    kernel is normalised so that total mass is conserved to rounding.
+    """
+    nodes = law.nodes
+    rho, offset, spread = step.rho, step.offset, step.spread
+    atoms = {rho * x + offset: m for x, m in law.atoms.items() if m > 0}  # the affine map moves atoms exactly
+    source = law.density * _weights(nodes)  # the mass each node stands for
+    if rho == 0:  # a reset: all mass at the reset point
+        atoms[offset] = atoms.get(offset, 0.0) + float(source.sum())
+        source, shift = np.zeros_like(source), 0.0
+    elif rho == 1:
+        shift = offset
+    else:
+        source, shift = _on_grid(source, rho * nodes + offset, nodes), 0.0
+    density, below, above = _smooth(source, shift, nodes, noise, spread, low, high)
+    h = nodes[1] - nodes[0]
+    lo_edge = low if math.isfinite(low) else nodes[0] - 0.5 * h
+    hi_edge = high if math.isfinite(high) else nodes[-1] + 0.5 * h
+    weights = _weights(nodes)
+    for position, mass in atoms.items():  # atoms in closed form, normalised the same way
+        column = _pdf(noise, nodes - position, spread)
+        atom_below = float(_cdf(noise, lo_edge - position, spread))
+        atom_above = float(1 - _cdf(noise, hi_edge - position, spread))
+        trapezoid = float(weights @ column)
+        if trapezoid > 0:
+            density = density + mass * max(1 - atom_below - atom_above, 0.0) / trapezoid * column
+        below += mass * atom_below
+        above += mass * atom_above
+    atoms_out = {low: below, high: above} if math.isfinite(low) else {}
+    return Law(nodes, np.maximum(density, 0.0), atoms_out)
 
 
 def e_gamma(p: Law, q: Law, gamma: float) -> float:

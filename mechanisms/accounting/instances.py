@@ -93,7 +93,9 @@ def log_likelihood_ratio(mech, outputs: np.ndarray, data_a: Dataset, data_b: Dat
     on_atom = (atom_a > 0) | (atom_b > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(on_atom, np.log(atom_b) - np.log(atom_a), np.log(dens_b) - np.log(dens_a))
-    return np.nan_to_num(ratio, nan=0.0, posinf=700.0, neginf=-700.0)
+    ratio = np.nan_to_num(ratio, nan=0.0, posinf=700.0, neginf=-700.0)
+    values, _, _ = likelihood_ratio_law((p, q))
+    return np.clip(ratio, values[0], values[-1])  # interpolation never leaves the law's own range
 
 
 def likelihood_ratio_law(laws: tuple[Law, Law]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -51,6 +51,32 @@ def test_refining_the_grid_converges_and_the_error_estimate_bounds_the_error():
     assert errors[1] < errors[0] / 3 and errors[2] < errors[1] / 3  # second order
 
 
+def _contraction_instance(noise: str):
+    """Four contraction steps (rho = 0.5) on K = [-1, 1] with the canary at the second step."""
+    steps_a = [Step(0.0, 0.5, 0.3)] * 4
+    steps_b = [Step(0.0, 0.5, 0.3), Step(0.3, 0.5, 0.3), Step(0.0, 0.5, 0.3), Step(0.0, 0.5, 0.3)]
+    return steps_a, steps_b, dict(noise=noise, low=-1.0, high=1.0)
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+def test_contraction_steps_conserve_mass_and_converge_to_second_order(noise):
+    from dpaudit.mechanisms.accounting.exact1d import _run
+
+    a, b, options = _contraction_instance(noise)
+    p, q = _run(a, b, start=0.0, cells=4096, stop=False, **options)
+    assert abs(p.mass - 1) < 1e-9 and abs(q.mass - 1) < 1e-9
+    grid = [0.1, 0.3, 0.6]
+    reference = exact_profile(a, b, grid, cells=65536, **options)["delta"]
+    errors = [np.max(np.abs(exact_profile(a, b, grid, cells=c, **options)["delta"] - reference))
+              for c in (1024, 2048, 4096)]
+    assert errors[1] < errors[0] / 3 and errors[2] < errors[1] / 3  # halving h divides the error by ~4
+    # the reported grid error is never smaller than the error against a grid four times finer
+    for cells in (1024, 4096):
+        result = exact_profile(a, b, grid, cells=cells, **options)
+        finer = exact_profile(a, b, grid, cells=4 * cells, **options)["delta"]
+        assert np.all(result["grid_error"] >= np.abs(result["delta"] - finer))
+
+
 def test_laplace_matches_its_closed_form():
     result = exact_profile([Step(1.0, 1.0, 1.0)], [Step(-1.0, 1.0, 1.0)], [0.0, 0.5, 1.0, 1.5],
                            noise="laplace", cells=8192)

@@ -72,3 +72,23 @@ def test_zoo_cli_json(capsys):
     for entry in document["variants"]:
         assert {"name", "buggy", "caught", "epsilon_lower_bound", "claimed_epsilon", "trials", "seconds"} <= set(entry)
         assert entry["caught"] == entry["buggy"]
+
+
+def test_zoo_exits_1_when_a_bug_beyond_its_claim_is_missed(capsys):
+    # 100 trials cannot catch the halved Laplace scale (true 2.0 against a claim of 0.5)
+    assert main(["zoo", "--json", "--only", "laplace-scale-halved", "--trials", "100"]) == 1
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    statuses = {entry["name"]: entry["status"] for entry in document["variants"]}
+    assert statuses["laplace-scale-halved"] == "missed" and document["failed"] == ["laplace-scale-halved"]
+    assert "laplace-scale-halved" in captured.err
+
+
+def test_a_bug_within_its_claim_is_shown_as_such():
+    from dpaudit.audit.zoo.runner import ZooResult
+
+    stop = next(v for v in VARIANTS if v.name == "stop-pnsgd-fixed-stop")
+    result = ZooResult(stop.name, True, False, 1.37, 4.5, stop.true_epsilon, 1e-5, 1000, 0.1, "")
+    assert result.status == "within-claim" and not result.failed
+    assert ZooResult("x", True, False, 0.1, 0.5, 2.0, 1e-5, 10, 0.1, "").status == "missed"
+    assert ZooResult("x:correct", False, True, 0.6, 0.5, 0.4, 1e-5, 10, 0.1, "").status == "false-alarm"

@@ -122,3 +122,19 @@ def test_html_renders_in_headless_chromium(document, tmp_path):
     assert grey.std() > 0.05  # not blank: text and figures give contrast
     assert (grey < 0.5).mean() > 0.005  # dark ink (text, axes, curves) covers part of the page
     np.testing.assert_array_less(0.5, grey.mean())  # a light page, as designed
+
+
+def test_model_based_numbers_stay_labelled(document):
+    from dpaudit.reports.text import gdp_sentence, verdict_sentence
+
+    sentence = verdict_sentence(document)
+    assert "mu" not in sentence and "model" not in sentence  # the verdict states only what was certified
+    gdp = gdp_sentence(document)
+    assert "model-based (assumes a Gaussian tradeoff)" in gdp and "not a certified bound" in gdp
+    for fmt in ("md", "html"):
+        text = render(document, fmt)
+        assert "model-based (assumes a Gaussian tradeoff)" in text
+        if document["empirical"]["model_based_epsilon"] is not None:
+            model = f"{document['empirical']['model_based_epsilon']:.3f}"
+            line = next(line for line in text.splitlines() if model in line)
+            assert "model-based" in line  # never shown without its label

@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 
-from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, profile_claim
+from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, not_applicable, profile_claim
 from dpaudit.mechanisms.accounting.profiles import gaussian_log_delta, laplace_delta, laplace_epsilon
+from dpaudit.mechanisms.accounting.shuffle_exact import MAX_USERS, shuffled_rr_delta, shuffled_rr_epsilon
 from dpaudit.mechanisms.accounting.subsampling import shuffle_epsilon, shuffle_max_local_epsilon
 
 BALLE_WANG = "Balle & Wang 2018, Thm 8 (exact Gaussian profile)"
@@ -50,9 +51,15 @@ def shuffled_rr_claims(mech, index):
         "randomized response profile; the shuffle is post-processing of the reports",
         "replace-one", _rr_log_delta(mech.epsilon0))
 
+    # Thm 3.1 holds at delta only when eps0 <= log(n / (16 log(2/delta))), i.e. delta >= delta_min
+    delta_min = 2.0 * math.exp(-mech.n / (16.0 * math.exp(mech.epsilon0)))
+
     def condition(epsilon, delta):
-        if delta is None:
-            return None
+        if delta is None:  # delta(eps) mode: some delta in [delta_min, 1) must be allowed
+            if delta_min < 1.0:
+                return None
+            return (f"epsilon0 > log(n / (16 log(2/delta))) for every delta < 1 "
+                    f"(epsilon0={mech.epsilon0}, n={mech.n})")
         limit = shuffle_max_local_epsilon(n=mech.n, delta=delta)
         if mech.epsilon0 > limit:
             return (f"epsilon0 > log(n / (16 log(2/delta))) = {limit:.4g} "
@@ -62,11 +69,25 @@ def shuffled_rr_claims(mech, index):
     def shuffle_bound(delta: float) -> float:
         return shuffle_epsilon(epsilon0=mech.epsilon0, n=mech.n, delta=delta)
 
+    def shuffle_delta(epsilon: float) -> float:
+        # the smallest delta the theorem may be applied at that still gives epsilon
+        return max(delta_for_epsilon(shuffle_bound, epsilon, iterations=80), delta_min)
+
     shuffle = Claim(
         "shuffle-amplification",
         "Feldman, McMillan, Talwar 2021, Thm 3.1, explicit constants (docs/theory.md 2.7 [check])",
-        "replace-one",
-        epsilon_fn=shuffle_bound, delta_fn=lambda e: delta_for_epsilon(shuffle_bound, e, iterations=80),
-        condition=condition)
-    return [local, shuffle]
+        "replace-one", epsilon_fn=shuffle_bound, delta_fn=shuffle_delta, condition=condition)
+    return [local, shuffle, _shuffled_rr_exact(mech)]
+
+
+def _shuffled_rr_exact(mech) -> Claim:
+    """The mechanism's exact profile: the count of ones enumerated, worst case over the other users' bits."""
+    name = "shuffled-rr-exact"
+    citation = "count of ones enumerated, worst case over the other users' bits (docs/theory.md 2.7)"
+    if mech.n > MAX_USERS:
+        return not_applicable(name, citation, "replace-one",
+                              f"the enumeration is evaluated for n <= {MAX_USERS} users, got n={mech.n}")
+    return Claim(name, citation, "replace-one",
+                 epsilon_fn=lambda d: shuffled_rr_epsilon(d, n=mech.n, epsilon0=mech.epsilon0),
+                 delta_fn=lambda e: shuffled_rr_delta(e, n=mech.n, epsilon0=mech.epsilon0))
 

@@ -103,8 +103,12 @@ def lssgd_claims(mech, index):
                                    n=mech.n, lipschitz=L)
 
     def condition(epsilon, delta):
+        # checked at the (eps, delta) pair the claim states, in either mode: delta(eps) is the delta
+        # at which Thm 1 gives exactly eps, so both modes test the same pair
         if delta is None:
-            return None
+            delta = delta_for_epsilon(epsilon_fn, epsilon)
+            if delta >= 1.0:
+                return None  # vacuous (delta 1), reported as such
         eps = epsilon_fn(delta) if epsilon is None else epsilon
         if not lssgd_claim_condition(epsilon=eps, delta=delta, steps=mech.steps, n=mech.n,
                                      batch_size=mech.batch_size):
