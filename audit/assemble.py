@@ -8,6 +8,8 @@ audit's confidence ``1 - beta``.
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import Any
 
 import numpy as np
@@ -22,10 +24,12 @@ from dpaudit.audit.verdict import combine, judge
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.errors import NotExact
 
-__all__ = ["PROFILE_EPSILONS", "assemble", "certify_scores", "distributions"]
+__all__ = ["PROFILE_EPSILONS", "assemble", "certify_scores", "distributions", "theory_slack"]
 
 PROFILE_EPSILONS = tuple(np.round(np.linspace(0.0, 8.0, 33), 4))
-_LAWS: dict[bytes, Any] = {}  # exact laws by pair digest (mechanism, datasets), oldest dropped first
+_LAWS: dict[bytes, Any] = {}
+_CLAIMS: dict[str, list[dict[str, Any]]] = {}
+_VALUES: dict[tuple[bytes, float], float] = {}  # exact epsilon by pair digest and delta  # evaluated claims by mechanism, index and delta  # exact laws by pair digest (mechanism, datasets), oldest dropped first
 
 
 def certify_scores(cal_a, cal_b, cert_a, cert_b, *, delta: float, confidence: float,
@@ -82,7 +86,11 @@ def _exact(pair: CanaryPair, delta: float, certified: int, confidence: float) ->
     laws = _LAWS[key]  # propagated once per instance, used for the value and the ceiling
     if laws is None:
         return None
-    value = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, delta, laws=laws)
+    if (key, delta) not in _VALUES:
+        _VALUES[(key, delta)] = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, delta, laws=laws)
+        while len(_VALUES) > 64:
+            _VALUES.pop(next(iter(_VALUES)))
+    value = _VALUES[(key, delta)]
     ceiling = exact_ceiling(*likelihood_ratio_law(laws), trials=certified, delta=delta, confidence=confidence)
     claim = {"name": "exact-instance", "citation": "numerical E_gamma of this instance (docs/theory.md 5, exact1d)",
              "relation": str(pair.relation), "kind": "exact-instance", "applicable": True, "reason": "",
@@ -91,27 +99,62 @@ def _exact(pair: CanaryPair, delta: float, certified: int, confidence: float) ->
     return claim, ceiling
 
 
+def theory_slack(claims: list[dict[str, Any]], relation: str) -> dict[str, Any]:
+    """How far each claim is from the tightest valid claim, and the tightest from the exact value.
+
+    Adds ``slack`` (claim / tightest claim) to every applicable upper-bound
+    claim for ``relation``; returns the tightest claim's name and epsilon and
+    ``tightest_over_exact`` (tightest claim / exact value of the instance)
+    where an exact value exists. Both ratios are theory slack: what the
+    analyses leave on the table, apart from anything an audit can show.
+    """
+    bounds = [c for c in claims if c["applicable"] and c.get("kind", "upper-bound") == "upper-bound"
+              and c["relation"] == relation and c["epsilon"] is not None]
+    if not bounds:
+        return {"tightest": None, "tightest_epsilon": None, "exact_epsilon": None, "tightest_over_exact": None}
+    tightest = min(bounds, key=lambda c: c["epsilon"])
+    for claim in bounds:
+        claim["slack"] = claim["epsilon"] / tightest["epsilon"] if tightest["epsilon"] > 0 else None
+    exact = next((c["epsilon"] for c in claims if c.get("kind") == "exact-instance" and c["epsilon"]), None)
+    return {"tightest": tightest["name"], "tightest_epsilon": tightest["epsilon"], "exact_epsilon": exact,
+            "tightest_over_exact": tightest["epsilon"] / exact if exact else None}
+
+
+def _claim_entries(mechanism, index: int | None, delta: float) -> list[dict[str, Any]]:
+    """Every claim evaluated at ``delta``, with its profile; cached, since audits of one instance come in runs."""
+    kind = type(mechanism)
+    key = json.dumps([f"{kind.__module__}.{kind.__qualname__}", mechanism.name, mechanism.params, index, delta],
+                     sort_keys=True, default=repr)
+    if key not in _CLAIMS:
+        claim_objects = mechanism.claims(index=index)
+        entries = evaluate_claims(claim_objects, delta=delta)
+        for claim, entry in zip(claim_objects, entries):
+            if entry["applicable"]:
+                entry["profile"] = {"epsilons": list(PROFILE_EPSILONS),
+                                    "deltas": [claim.delta(e) for e in PROFILE_EPSILONS]}
+        _CLAIMS[key] = entries
+        while len(_CLAIMS) > 64:
+            _CLAIMS.pop(next(iter(_CLAIMS)))
+    return copy.deepcopy(_CLAIMS[key])  # callers add entries and keys
+
+
 def _index_result(job: AuditJob, pair: CanaryPair, part: dict[str, np.ndarray], confidence: float) -> IndexResult:
     settings = job.settings
     results = certify_scores(part["cal_a"], part["cal_b"], part["cert_a"], part["cert_b"],
                              delta=settings.delta, confidence=confidence, threshold=settings.threshold,
                              seed=settings.seed)
-    claim_objects = job.mechanism.claims(index=pair.index)
-    claims = evaluate_claims(claim_objects, delta=settings.delta)
-    for claim, entry in zip(claim_objects, claims):
-        if entry["applicable"]:
-            entry["profile"] = {"epsilons": list(PROFILE_EPSILONS),
-                                "deltas": [claim.delta(e) for e in PROFILE_EPSILONS]}
+    claims = _claim_entries(job.mechanism, pair.index, settings.delta)
     exact = _exact(pair, settings.delta, part["cert_a"].size, confidence)
     if exact is not None:
         claims.append(exact[0])
+    slack = theory_slack(claims, pair.relation)
     empirical = _empirical(results, settings.trials)
     judged = judge(empirical.epsilon_lower_bound, claims, pair.relation)
     return IndexResult(
         index=pair.index, empirical=empirical, claims=tuple(ClaimEntry.from_dict(c) for c in claims),
         verdict=judged["verdict"], verdict_reason=judged["reason"], violations=tuple(judged["violations"]),
         tightness=judged["tightness"], distributions=distributions(part["cert_a"], part["cert_b"]),
-        ceiling=exact[1] if exact else None)
+        ceiling=exact[1] if exact else None, theory_slack=slack)
 
 
 def assemble(job: AuditJob, scores: dict[int, dict[str, np.ndarray]], *, timings: dict[str, Any],
@@ -151,4 +194,5 @@ def assemble(job: AuditJob, scores: dict[int, dict[str, np.ndarray]], *, timings
         seed=settings.seed, code_version=code_version(), code_fingerprint=job.code_fingerprint,
         config_source=job.source, empirical=empirical, claims=top.claims, per_index=per_index, verdict=verdict,
         verdict_reason=(top.verdict_reason if verdict != "violation" else "violated claims: " + ", ".join(violations)),
-        violations=tuple(violations), tightness=top.tightness, timings=timings, store=store)
+        violations=tuple(violations), tightness=top.tightness, timings=timings, store=store,
+        theory_slack=top.theory_slack)

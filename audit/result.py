@@ -136,6 +136,7 @@ class IndexResult:
     tightness: Mapping[str, float | None]
     distributions: Mapping[str, Any]
     ceiling: float | None
+    theory_slack: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, entry: Mapping[str, Any]) -> "IndexResult":
@@ -143,14 +144,14 @@ class IndexResult:
                    claims=tuple(ClaimEntry.from_dict(c) for c in entry["claims"]), verdict=entry["verdict"],
                    verdict_reason=entry["verdict_reason"], violations=tuple(entry["violations"]),
                    tightness=dict(entry["tightness"]), distributions=entry["distributions"],
-                   ceiling=entry.get("ceiling"))
+                   ceiling=entry.get("ceiling"), theory_slack=dict(entry.get("theory_slack") or {}))
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "empirical": self.empirical.to_dict(),
                 "claims": [c.to_dict() for c in self.claims], "verdict": self.verdict,
                 "verdict_reason": self.verdict_reason, "violations": list(self.violations),
                 "tightness": dict(self.tightness), "distributions": _plain(self.distributions),
-                "ceiling": self.ceiling}
+                "ceiling": self.ceiling, "theory_slack": _plain(self.theory_slack)}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -182,6 +183,7 @@ class AuditResult:
     timings: Mapping[str, Any]
     store: str | None = None
     schema_version: int = SCHEMA_VERSION
+    theory_slack: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def epsilon_lower_bound(self) -> float:
@@ -199,6 +201,7 @@ class AuditResult:
             "per_index": [row.to_dict() for row in self.per_index], "verdict": self.verdict,
             "verdict_reason": self.verdict_reason, "violations": list(self.violations),
             "tightness": dict(self.tightness), "timings": _plain(self.timings), "store": self.store,
+            "theory_slack": _plain(self.theory_slack),
         }
 
     def to_json(self) -> str:
@@ -226,7 +229,8 @@ class AuditResult:
                 per_index=tuple(IndexResult.from_dict(row) for row in document["per_index"]),
                 verdict=str(document["verdict"]), verdict_reason=str(document["verdict_reason"]),
                 violations=tuple(document["violations"]), tightness=dict(document["tightness"]),
-                timings=document["timings"], store=document.get("store"), schema_version=version)
+                timings=document["timings"], store=document.get("store"), schema_version=version,
+                theory_slack=dict(document.get("theory_slack") or {}))
         except (KeyError, TypeError) as exc:
             raise ResultError(f"not a complete dpaudit result (missing or malformed {exc})") from None
 

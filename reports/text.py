@@ -50,7 +50,7 @@ def gdp_sentence(document: dict[str, Any]) -> str:
 
 
 def claims_rows(claims: list[dict[str, Any]], tightness: dict[str, Any]) -> list[list[str]]:
-    """Rows ``name, relation, applicable, epsilon, tightness, citation or reason``."""
+    """Rows ``name, relation, applicable, epsilon, tightness, slack, citation or reason``."""
     rows = []
     for claim in claims:
         ratio = tightness.get(claim["name"])
@@ -58,6 +58,7 @@ def claims_rows(claims: list[dict[str, Any]], tightness: dict[str, Any]) -> list
             claim["name"], claim["relation"], "yes" if claim["applicable"] else "no",
             _fmt(claim["epsilon"]) if claim["applicable"] else "n/a",
             _fmt(ratio, 3) if ratio is not None else "",
+            _fmt(claim.get("slack"), 3) if claim.get("slack") is not None else "",
             claim["citation"] if claim["applicable"] else f"not applicable: {claim['reason']}",
         ])
     return rows
@@ -79,10 +80,17 @@ def markdown(document: dict[str, Any]) -> str:
               f"indices {document['canary']['indices']}",
               f"- score: {_escape_md(document['attack']['score'])}; trials per dataset: {document['audit']['trials']}; "
               f"threshold: {document['audit']['threshold']}", ""]
-    lines += ["## Claims", "", "| claim | relation | applicable | epsilon | tightness | source |",
-              "|---|---|---|---|---|---|"]
+    lines += ["## Claims", "", "| claim | relation | applicable | epsilon | tightness | slack | source |",
+              "|---|---|---|---|---|---|---|"]
     for row in claims_rows(document["claims"], document.get("tightness", {})):
         lines.append("| " + " | ".join(_escape_md(cell) for cell in row) + " |")
+    slack = document.get("theory_slack") or {}
+    if slack.get("tightest"):
+        exact = (f"; it is {slack['tightest_over_exact']:.3g} times the exact value of this instance"
+                 if slack.get("tightest_over_exact") else "")
+        lines += ["", f"Theory slack: the tightest valid claim is {_escape_md(slack['tightest'])} "
+                      f"(epsilon {slack['tightest_epsilon']:.4g}){exact}; the slack column is each claim "
+                      "divided by it."]
     if len(document.get("per_index", [])) > 1:
         lines += ["", "## By canary index", "", "| index | epsilon >= | mu (GDP) >= | verdict |", "|---|---|---|---|"]
         for row in document["per_index"]:

@@ -19,8 +19,9 @@ import numpy as np
 from scipy.special import logsumexp
 from scipy.stats import binom
 
-__all__ = ["MAX_USERS", "count_laws", "shuffled_rr_delta", "shuffled_rr_epsilon"]
+__all__ = ["MAX_USERS", "clones_delta", "clones_epsilon", "count_laws", "shuffled_rr_delta", "shuffled_rr_epsilon"]
 
+_TAIL = 1e-18
 MAX_USERS = 500  # the enumeration costs O(n^3); beyond this the exact claim is not evaluated
 
 
@@ -93,6 +94,64 @@ def shuffled_rr_epsilon(delta: float, *, n: int, epsilon0: float, ones: int | No
     while high - low > 1e-12:
         middle = 0.5 * (low + high)
         if shuffled_rr_delta(middle, n=n, epsilon0=epsilon0, ones=ones) <= delta:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+@functools.lru_cache(maxsize=32)
+def _clone_counts(n: int, epsilon0: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """The likely values of ``C ~ Bin(n - 1, e^-eps0)``, their probabilities, and the mass left out.
+
+    ``C`` outside the returned range has probability below ``2e-18``; it is
+    counted in full (``E_gamma <= 1``), so the bound stays an upper bound.
+    """
+    clone = math.exp(-epsilon0)
+    low = int(max(binom.ppf(_TAIL, n - 1, clone) - 1, 0))
+    high = int(min(binom.isf(_TAIL, n - 1, clone) + 1, n - 1))
+    c = np.arange(low, high + 1)
+    weights = binom.pmf(c, n - 1, clone)
+    return c, weights, max(1.0 - float(weights.sum()), 0.0)
+
+
+def clones_delta(epsilon: float, *, n: int, epsilon0: float) -> float:
+    """Numerical shuffle-amplification bound for any ``eps0``-LDP randomizer (Feldman, McMillan, Talwar 2021).
+
+    "Hiding among the clones", Thm 3.2 and its numerical evaluation: the
+    shuffled reports of ``n`` users are a post-processing of ``(C, A)``,
+    ``C ~ Bin(n - 1, e^-eps0)`` clones of the canary's report, ``A`` of them
+    showing one input; given ``C = c``, ``P_c = alpha Bin(c, 1/2) + (1 - alpha)(Bin(c, 1/2) + 1)``
+    and ``Q_c`` the mirror image, ``alpha = e^eps0 / (1 + e^eps0)``. The
+    likelihood ratio of ``P_c`` to ``Q_c`` decreases in ``a``, so
+    ``E_gamma(P_c || Q_c)`` is a difference of binomial CDFs at one cutoff,
+    and ``E_gamma(P || Q) = sum_c P[C = c] E_gamma(P_c || Q_c)``; by symmetry
+    the other direction is equal. Valid for every ``n`` and ``eps0``
+    (docs/theory.md 2.7).
+    """
+    gamma = math.exp(epsilon)
+    alpha = 1.0 / (1.0 + math.exp(-epsilon0))
+    if gamma >= alpha / (1 - alpha):  # e^eps >= e^eps0: no set separates P from Q by more
+        return 0.0
+    # P_c(a) > gamma Q_c(a)  <=>  a / (c + 1 - a) < t  <=>  a < beta (c + 1)
+    t = (alpha - gamma * (1 - alpha)) / (gamma * alpha - (1 - alpha))
+    beta = t / (1 + t)
+    c, weights, outside = _clone_counts(int(n), float(epsilon0))
+    cutoff = np.ceil(beta * (c + 1)) - 1  # the largest a with a < beta (c + 1)
+    upper, lower = binom.cdf(cutoff, c, 0.5), binom.cdf(cutoff - 1, c, 0.5)
+    p_mass = alpha * upper + (1 - alpha) * lower
+    q_mass = (1 - alpha) * upper + alpha * lower
+    return float(min(np.sum(weights * np.maximum(p_mass - gamma * q_mass, 0.0)) + outside, 1.0))
+
+
+def clones_epsilon(delta: float, *, n: int, epsilon0: float) -> float:
+    """The smallest ``eps`` with :func:`clones_delta` at most ``delta`` (bisection to 1e-8, rounded up)."""
+    if clones_delta(0.0, n=n, epsilon0=epsilon0) <= delta:
+        return 0.0
+    low, high = 0.0, float(epsilon0)
+    while high - low > 1e-8:
+        middle = 0.5 * (low + high)
+        if clones_delta(middle, n=n, epsilon0=epsilon0) <= delta:
             high = middle
         else:
             low = middle

@@ -8,7 +8,13 @@ import numpy as np
 
 from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, not_applicable, profile_claim
 from dpaudit.mechanisms.accounting.profiles import gaussian_log_delta, laplace_delta, laplace_epsilon
-from dpaudit.mechanisms.accounting.shuffle_exact import MAX_USERS, shuffled_rr_delta, shuffled_rr_epsilon
+from dpaudit.mechanisms.accounting.shuffle_exact import (
+    MAX_USERS,
+    clones_delta,
+    clones_epsilon,
+    shuffled_rr_delta,
+    shuffled_rr_epsilon,
+)
 from dpaudit.mechanisms.accounting.subsampling import shuffle_epsilon, shuffle_max_local_epsilon
 
 BALLE_WANG = "Balle & Wang 2018, Thm 8 (exact Gaussian profile)"
@@ -77,7 +83,13 @@ def shuffled_rr_claims(mech, index):
         "shuffle-amplification",
         "Feldman, McMillan, Talwar 2021, Thm 3.1, explicit constants (docs/theory.md 2.7 [check])",
         "replace-one", epsilon_fn=shuffle_bound, delta_fn=shuffle_delta, condition=condition)
-    return [local, shuffle, _shuffled_rr_exact(mech)]
+    clones = Claim(
+        "shuffle-clones-numerical",
+        "Feldman, McMillan, Talwar 2021, Thm 3.2 evaluated numerically, any eps0-LDP randomizer "
+        "(docs/theory.md 2.7)", "replace-one",
+        epsilon_fn=lambda d: clones_epsilon(d, n=mech.n, epsilon0=mech.epsilon0),
+        delta_fn=lambda e: clones_delta(e, n=mech.n, epsilon0=mech.epsilon0))
+    return [local, shuffle, clones, _shuffled_rr_exact(mech)]
 
 
 def _shuffled_rr_exact(mech) -> Claim:
