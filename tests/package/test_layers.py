@@ -83,3 +83,22 @@ def test_importing_changes_no_global_state():
         "assert matplotlib.get_backend() == before, (before, matplotlib.get_backend())\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT.parent)
+
+
+CONCRETE = {"baseline", "kernels", "sgd", "dpsgd", "lssgd", "shuffle", "wrapped"}
+
+
+def test_attacks_and_accounting_never_import_a_concrete_mechanism():
+    """Mechanisms describe themselves: the attack side and the accountants see only the base class."""
+    bad = []
+    for directory in (ROOT / "attacks", ROOT / "mechanisms" / "accounting"):
+        for path in sorted(directory.rglob("*.py")):
+            for line, module in imports(path):
+                parts = module.split(".")
+                if parts[:2] == ["dpaudit", "mechanisms"] and len(parts) > 2 and parts[2] in CONCRETE:
+                    bad.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+            text = path.read_text(encoding="utf-8")
+            for needle in ("mechanism.name ==", "mech.name ==", "mechanism.name in", "mech.name in"):
+                if needle in text:
+                    bad.append(f"{path.relative_to(ROOT)} branches on a mechanism's name ({needle!r})")
+    assert bad == []
