@@ -8,8 +8,6 @@ audit's confidence ``1 - beta``.
 
 from __future__ import annotations
 
-import copy
-import json
 from typing import Any
 
 import numpy as np
@@ -28,7 +26,6 @@ __all__ = ["PROFILE_EPSILONS", "assemble", "certify_scores", "distributions", "t
 
 PROFILE_EPSILONS = tuple(np.round(np.linspace(0.0, 8.0, 33), 4))
 _LAWS: dict[bytes, Any] = {}
-_CLAIMS: dict[str, list[dict[str, Any]]] = {}
 _VALUES: dict[tuple[bytes, float], float] = {}  # exact epsilon by pair digest and delta  # evaluated claims by mechanism, index and delta  # exact laws by pair digest (mechanism, datasets), oldest dropped first
 
 
@@ -121,21 +118,14 @@ def theory_slack(claims: list[dict[str, Any]], relation: str) -> dict[str, Any]:
 
 
 def _claim_entries(mechanism, index: int | None, delta: float) -> list[dict[str, Any]]:
-    """Every claim evaluated at ``delta``, with its profile; cached, since audits of one instance come in runs."""
-    kind = type(mechanism)
-    key = json.dumps([f"{kind.__module__}.{kind.__qualname__}", mechanism.name, mechanism.params, index, delta],
-                     sort_keys=True, default=repr)
-    if key not in _CLAIMS:
-        claim_objects = mechanism.claims(index=index)
-        entries = evaluate_claims(claim_objects, delta=delta)
-        for claim, entry in zip(claim_objects, entries):
-            if entry["applicable"]:
-                entry["profile"] = {"epsilons": list(PROFILE_EPSILONS),
-                                    "deltas": [claim.delta(e) for e in PROFILE_EPSILONS]}
-        _CLAIMS[key] = entries
-        while len(_CLAIMS) > 64:
-            _CLAIMS.pop(next(iter(_CLAIMS)))
-    return copy.deepcopy(_CLAIMS[key])  # callers add entries and keys
+    """Every claim evaluated at ``delta``, with its profile on ``PROFILE_EPSILONS``."""
+    claim_objects = mechanism.claims(index=index)
+    entries = evaluate_claims(claim_objects, delta=delta)
+    for claim, entry in zip(claim_objects, entries):
+        if entry["applicable"]:
+            entry["profile"] = {"epsilons": list(PROFILE_EPSILONS),
+                                "deltas": [claim.delta(e) for e in PROFILE_EPSILONS]}
+    return entries
 
 
 def _index_result(job: AuditJob, pair: CanaryPair, part: dict[str, np.ndarray], confidence: float) -> IndexResult:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from dpaudit.attacks.canaries import CanarySpec
 from dpaudit.audit.api import audit
 from dpaudit.mechanisms.base import Mechanism

@@ -19,7 +19,6 @@ import math
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 from joblib import Parallel, delayed

@@ -30,11 +30,11 @@ from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
 from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.kinds import Sampling, check_enum
-from dpaudit.mechanisms.validation import check_choice, check_int, check_real
+from dpaudit.mechanisms.validation import check_int, check_real
 
 __all__ = ["DPSGD", "SAMPLINGS"]
 
-SAMPLINGS = ("without-replacement", "poisson")
+SAMPLINGS = tuple(sampling.value for sampling in Sampling)
 _SELECTION_SAMPLING_MAX = 16  # records with non-zero gradient up to which batches are drawn sparsely
 
 

@@ -32,3 +32,9 @@ def test_bad_command_exits_2_with_one_line():
     assert result.stderr.count("\n") == 1
     assert "invalid choice: 'frobnicate'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_index_all_needs_records_in_order(capsys):
+    # shuffled-rr has n users but no order after the shuffle: per-index claims do not exist
+    assert main(["bound", "shuffled-rr", "--set", "n=20", "--delta", "1e-5", "--index", "all"]) == 2
+    assert "needs a mechanism with records in a fixed order" in capsys.readouterr().err

@@ -51,9 +51,9 @@ def bound_document(mech, *, delta: float | None, epsilon: float | None, index: s
         "epsilon": epsilon,
     }
     if index == "all":
-        n = getattr(mech, "n", None)
-        if n is None:
-            raise UsageError(f"--index all needs a mechanism with records in order, got {mech.name}")
+        if not mech.has_positions:
+            raise UsageError(f"--index all needs a mechanism with records in a fixed order, got {mech.name}")
+        n = mech.n_records
         document["per_index"] = [
             {"index": t, "claims": evaluate_claims(mech.claims(index=t), delta=delta, epsilon=epsilon)}
             for t in range(1, n + 1)]

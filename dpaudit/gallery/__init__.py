@@ -11,7 +11,6 @@ settings) and writes ``index.html``. ``--trials`` makes a reduced gallery
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 
 import numpy as np

@@ -78,7 +78,7 @@ def cks_delta(epsilon: float, orders, rdp) -> float:
     if (special := _degenerate(a, r, no_order=1.0)) is not None:
         return special
     log_delta = (a - 1) * (r - epsilon + np.log1p(-1 / a)) - np.log(a)
-    return float(min(np.exp(np.min(log_delta)), 1.0))
+    return float(np.exp(min(float(np.min(log_delta)), 0.0)))  # capped at 1 before exp: no overflow
 
 
 def _max_p(q: np.ndarray, alpha: float, budget: float) -> np.ndarray:
