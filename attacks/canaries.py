@@ -94,7 +94,7 @@ class CanarySpec:
             check_choice("canary kind", self.kind, CANARY_KINDS)
         check_choice("canary pair", self.pair, PAIRS)
         if self.direction is not None:
-            values = np.asarray(self.direction, dtype=float)
+            values = np.atleast_1d(np.asarray(self.direction, dtype=float))  # a scalar is a 1-D direction
             if values.ndim != 1 or not np.all(np.isfinite(values)) or not np.linalg.norm(values) > 0:
                 raise ParameterError(f"canary direction must be a non-zero list of numbers, got {self.direction!r}")
             object.__setattr__(self, "direction", tuple(values.tolist()))

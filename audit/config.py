@@ -22,6 +22,7 @@ from dpaudit.attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
 from dpaudit.attacks.scores import SCORES
 from dpaudit.audit.job import AUDIT_DEFAULTS, AuditJob, AuditSettings, check_setting
 from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import suggestion
 
 __all__ = ["AuditConfig", "ConfigError", "load_configs", "parse_config"]
 
@@ -76,7 +77,8 @@ def _fail(source: str, table: str, key: str, message: str) -> ConfigError:
 
 def _check_audit_key(key: str, value: Any, source: str) -> Any:
     if key not in AUDIT_DEFAULTS:
-        raise _fail(source, "audit", key, f"unknown key (valid: {', '.join(AUDIT_DEFAULTS)})")
+        raise _fail(source, "audit", key,
+                    f"unknown key (valid: {', '.join(AUDIT_DEFAULTS)}){suggestion(key, AUDIT_DEFAULTS)}")
     try:
         return check_setting(key, value)
     except ParameterError as exc:
@@ -89,7 +91,7 @@ def _with_defaults(raw: dict[str, Any], table: str, defaults: dict[str, Any], so
     values = dict(defaults)
     for key, value in raw.get(table, {}).items():
         if key not in defaults:
-            raise _fail(source, table, key, f"unknown key (valid: {', '.join(defaults)})")
+            raise _fail(source, table, key, f"unknown key (valid: {', '.join(defaults)}){suggestion(key, defaults)}")
         values[key] = value
     return values
 
@@ -110,12 +112,14 @@ def _resolve(raw: dict[str, Any], source: str) -> dict[str, Any]:
         raise _fail(source, "mechanism", "name", f"missing (one of {', '.join(sorted(mechanisms.registered()))})")
     canary = _with_defaults(raw, "canary", CANARY_DEFAULTS, source)
     if canary["kind"] is not None and canary["kind"] not in CANARY_KINDS:
-        raise _fail(source, "canary", "kind", f"must be one of {', '.join(CANARY_KINDS)}, got kind={canary['kind']!r}")
+        raise _fail(source, "canary", "kind", f"must be one of {', '.join(CANARY_KINDS)}, got kind={canary['kind']!r}"
+                    f"{suggestion(canary['kind'], CANARY_KINDS)}")
     if canary["pair"] not in PAIRS:
         raise _fail(source, "canary", "pair", f"must be one of {', '.join(PAIRS)}, got pair={canary['pair']!r}")
     attack = _with_defaults(raw, "attack", ATTACK_DEFAULTS, source)
     if attack["score"] not in SCORES:
-        raise _fail(source, "attack", "score", f"must be one of {', '.join(SCORES)}, got score={attack['score']!r}")
+        raise _fail(source, "attack", "score", f"must be one of {', '.join(SCORES)}, got score={attack['score']!r}"
+                    f"{suggestion(attack['score'], SCORES)}")
     audit = dict(AUDIT_DEFAULTS)
     for key, value in raw.get("audit", {}).items():
         audit[key] = _check_audit_key(key, value, source)

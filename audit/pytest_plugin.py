@@ -62,6 +62,7 @@ def dp_audit(request: pytest.FixtureRequest):
     trials = budget.pop("trials", None) or DEFAULT_TRIALS
 
     def audit(mechanism, *, epsilon: float, delta: float, **kwargs: Any) -> dict[str, Any]:
+        __tracebackhide__ = True  # a failure shows the violation message, not this helper
         options = {"trials": trials, "confidence": base, **budget, **kwargs}
         record = {"test": request.node.nodeid, "mechanism": getattr(mechanism, "label", mechanism.name),
                   "claimed_epsilon": epsilon, "delta": delta}

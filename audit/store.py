@@ -127,6 +127,13 @@ class Store:
             (audit_id, int(document.get("schema_version", 1)), json.dumps(document), time.time()))
         self.connection.commit()
 
+    def result_ids(self, prefix: str = "") -> list[str]:
+        """Ids of the stored results that start with ``prefix``, oldest first."""
+        rows = self.connection.execute(
+            "SELECT audit_id FROM results WHERE substr(audit_id, 1, ?) = ? ORDER BY finished",
+            (len(prefix), prefix))
+        return [row[0] for row in rows]
+
     def get_result(self, audit_id: str) -> dict[str, Any]:
         row = self.connection.execute("SELECT document FROM results WHERE audit_id = ?", (audit_id,)).fetchone()
         if row is None:

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from dpaudit.mechanisms.errors import DPAuditError
 
-__all__ = ["main", "UsageError"]
+__all__ = ["count", "main", "UsageError"]
 
 EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -30,6 +30,26 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("dpaudit").strip()
         raise UsageError(f"{command}: {message}" if command else message)
+
+
+def count(minimum: int) -> Callable[[str], int]:
+    """An argparse type for counts: ``100000``, ``1e5`` or ``100_000``, at least ``minimum``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            try:
+                number = float(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+            if not (number == number and abs(number) != float("inf") and number.is_integer()):
+                raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+            value = int(number)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text}")
+        return value
+    parse.__name__ = "count"
+    return parse
 
 
 def emit_json(document: Any) -> None:

@@ -19,7 +19,7 @@ import torch
 from dpaudit.mechanisms import tiles
 from dpaudit.mechanisms.dataset import Dataset, as_dataset
 from dpaudit.mechanisms.errors import NotExact, ParameterError
-from dpaudit.mechanisms.validation import check_choice, check_int
+from dpaudit.mechanisms.validation import check_choice, check_int, suggestion
 
 __all__ = [
     "Mechanism",
@@ -360,7 +360,7 @@ def make(name: str, /, **params: Any) -> Mechanism:
     if unknown:
         raise ParameterError(
             f"unknown parameter {unknown[0]!r} for mechanism {name!r}; "
-            f"valid parameters: {', '.join(sorted(known))}")
+            f"valid parameters: {', '.join(sorted(known))}{suggestion(unknown[0], known)}")
     missing = [f.name for f in dataclasses.fields(cls)
                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
                and f.name not in params]

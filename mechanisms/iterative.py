@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 
 import numpy as np
 import torch
@@ -41,6 +42,8 @@ class IterativeMechanism(Mechanism):
         check_int("dim", self.dim, minimum=1)
         self.check_dtype()
         domain = self.domain_set
+        if isinstance(self.init, numbers.Real) and not isinstance(self.init, bool) and self.dim == 1:
+            object.__setattr__(self, "init", (self.init,))  # a scalar start point of a one-dimensional model
         if isinstance(self.init, (list, tuple)):
             values = tuple(float(v) for v in self.init)
             if len(values) != self.dim or not all(math.isfinite(v) for v in values):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 from collections.abc import Iterable
@@ -14,6 +15,7 @@ __all__ = [
     "check_int",
     "check_real",
     "check_probability",
+    "suggestion",
 ]
 
 
@@ -70,5 +72,11 @@ def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:
     options = tuple(choices)
     if value not in options:
         listed = ", ".join(repr(c) for c in options)
-        raise ParameterError(f"{name} must be one of {listed}, got {name}={value!r}")
+        raise ParameterError(f"{name} must be one of {listed}, got {name}={value!r}{suggestion(value, options)}")
     return value
+
+
+def suggestion(value: Any, options: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest option to a misspelt ``value`` (stdlib difflib), else ``""``."""
+    close = difflib.get_close_matches(str(value), [str(option) for option in options], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""

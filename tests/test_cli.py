@@ -38,3 +38,52 @@ def test_index_all_needs_records_in_order(capsys):
     # shuffled-rr has n users but no order after the shuffle: per-index claims do not exist
     assert main(["bound", "shuffled-rr", "--set", "n=20", "--delta", "1e-5", "--index", "all"]) == 2
     assert "needs a mechanism with records in a fixed order" in capsys.readouterr().err
+
+
+def test_a_misspelt_mechanism_gets_a_suggestion(capsys):
+    assert main(["bound", "pnsdg", "--delta", "1e-5"]) == 2
+    assert "did you mean 'pnsgd'?" in capsys.readouterr().err
+
+
+def test_count_flags_accept_integral_floats_and_blame_the_flag(tmp_path, capsys):
+    from dpaudit.cli import count
+
+    parse = count(20)
+    assert parse("1e5") == 100_000 and parse("100000") == 100_000 and parse("2.0e3") == 2000
+    config = tmp_path / "small.toml"
+    config.write_text('[mechanism]\nname = "gaussian"\n[audit]\ntrials = 1000\n')
+    for flag_value, expected in (("-5", "argument --trials: must be an integer >= 20, got -5"),
+                                 ("1.5e2x", "argument --trials: must be an integer, got '1.5e2x'"),
+                                 ("2.5", "argument --trials: must be an integer, got '2.5'")):
+        assert main(["run", str(config), "--trials", flag_value, "--store", str(tmp_path / "s.sqlite")]) == 2
+        err = capsys.readouterr().err
+        assert expected in err and "small.toml" not in err  # the flag is wrong, not the config
+    assert main(["run", str(config), "--trials", "2e3", "--store", str(tmp_path / "s.sqlite"), "--quiet",
+                 "--workers", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["audit"]["trials"] == 2000
+
+
+def test_report_accepts_an_id_prefix_and_says_what_it_wrote(tmp_path, capsys):
+    import dpaudit
+
+    store = str(tmp_path / "s.sqlite")
+    result = dpaudit.audit(dpaudit.make("gaussian", sigma=2.0), trials=1_000, store=store)
+    out = tmp_path / "r.md"
+    assert main(["report", result.audit_id[:6], "--store", store, "--format", "md", "--out", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().err and out.read_text().startswith("# ")
+    other = dpaudit.audit(dpaudit.make("gaussian", sigma=3.0), trials=1_000, store=store)
+    common = next(i for i in range(16) if result.audit_id[i] != other.audit_id[i])
+    if common > 0:  # both ids share a prefix: it is ambiguous
+        assert main(["report", result.audit_id[:common], "--store", store, "--format", "md",
+                     "--out", str(out)]) == 2
+        assert "ambiguous" in capsys.readouterr().err
+    assert main(["report", "", "--store", store, "--format", "md", "--out", str(out)]) == 2
+
+
+def test_scalars_where_a_one_dimensional_vector_is_expected():
+    from dpaudit import make
+    from dpaudit.attacks.canaries import CanarySpec
+
+    mech = make("pnsgd", n=3, dim=1, domain="box", low=0.0, high=1.0, init=0.5)
+    assert mech.init == (0.5,) and mech.params["init"] == [0.5]
+    assert CanarySpec(direction=2.0).direction == (2.0,)

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from dpaudit.cli import count
+
 
 def _run(args: argparse.Namespace) -> int:
     from dpaudit.gallery import build
@@ -19,8 +21,8 @@ def _run(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("gallery", help="build the gallery of audits next to theory (HTML)")
     parser.add_argument("--out", default="gallery", help="output directory (default gallery/)")
-    parser.add_argument("--trials", type=int, help="trials per dataset for every audit (default: each config's)")
-    parser.add_argument("--workers", type=int, help="parallel workers (default: all cores)")
+    parser.add_argument("--trials", type=count(20), help="trials per dataset for every audit (default: each config's)")
+    parser.add_argument("--workers", type=count(1), help="parallel workers (default: all cores)")
     parser.add_argument("--store", default="gallery.sqlite", help="SQLite store (default gallery.sqlite)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(handler=_run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from dpaudit.cli import UsageError
@@ -18,7 +19,14 @@ def _load(reference: str, store: str) -> AuditResult:
         return load_result(path)
     if not Path(store).is_file():
         raise UsageError(f"{reference!r} is neither a result file nor an audit id in {store} (no such store)")
-    return load_result(reference, store=store)
+    from dpaudit.audit.store import Store
+
+    with Store(store) as opened:
+        matches = opened.result_ids(reference)
+    if len(matches) > 1:
+        raise UsageError(f"audit id prefix {reference!r} is ambiguous in {store}: {', '.join(matches[:5])}"
+                         + (" ..." if len(matches) > 5 else ""))
+    return load_result(matches[0] if matches else reference, store=store)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -26,12 +34,14 @@ def _run(args: argparse.Namespace) -> int:
 
     result = _load(args.result, args.store)
     write_text_atomic(Path(args.out), render(result, args.format))
+    print(f"wrote {args.out} ({args.format} report of audit {result.audit_id})", file=sys.stderr)
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("report", help="re-render a stored result")
-    parser.add_argument("result", metavar="RESULT_OR_ID", help="a result .json file or an audit id")
+    parser.add_argument("result", metavar="RESULT_OR_ID",
+                        help="a result .json file, or an audit id (or an unambiguous prefix of one) in --store")
     parser.add_argument("--format", choices=("html", "md", "json"), required=True)
     parser.add_argument("--out", required=True, help="output file")
     parser.add_argument("--store", default="dpaudit.sqlite", help="store holding audit ids")

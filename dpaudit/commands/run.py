@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from dpaudit.cli import EXIT_OK, EXIT_VIOLATION, emit_json
+from dpaudit.cli import EXIT_OK, EXIT_VIOLATION, count, emit_json
 from dpaudit.audit.config import load_configs
 from dpaudit.audit.result import AuditResult
 from dpaudit.audit.runner import RunOptions, run_audits
@@ -59,8 +59,8 @@ def _run(args: argparse.Namespace, *, check: bool) -> int:
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("configs", nargs="+", metavar="CONFIG", help="audit config files (TOML)")
-    parser.add_argument("--trials", type=int, help="trials per dataset (overrides [audit] trials)")
-    parser.add_argument("--workers", type=int, help="parallel workers (default: all cores)")
+    parser.add_argument("--trials", type=count(20), help="trials per dataset (overrides [audit] trials)")
+    parser.add_argument("--workers", type=count(1), help="parallel workers (default: all cores)")
     parser.add_argument("--backend", choices=("local", "dask"), default="local")
     parser.add_argument("--scheduler", help="Dask scheduler address for --backend dask")
     parser.add_argument("--store", default="dpaudit.sqlite", help="SQLite store (default dpaudit.sqlite)")

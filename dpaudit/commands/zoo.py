@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dpaudit.cli import emit_json
+from dpaudit.cli import count, emit_json
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "zoo", help="audit the zoo of broken mechanisms and their correct versions; exit 1 if a bug beyond its "
                     "claim is missed or a correct version is flagged")
-    parser.add_argument("--trials", type=int, help="trials per dataset (default: each variant's own)")
+    parser.add_argument("--trials", type=count(20), help="trials per dataset (default: each variant's own)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*", help="run only variants whose name contains one of these")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
