@@ -54,9 +54,9 @@ def test_missing_file_in_a_real_process(tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--workers", "0"], "workers must be >= 1, got workers=0"),
+    (["--workers", "0"], "argument --workers: must be an integer >= 1, got 0"),
     (["--backend", "dask"], "backend 'dask' needs --scheduler ADDRESS"),
-    (["--trials", "5"], "[audit] trials: must be an integer >= 20, got trials=5"),
+    (["--trials", "5"], "argument --trials: must be an integer >= 20, got 5"),  # the flag is wrong, not the config
     (["--backend", "cluster"], "argument --backend: invalid choice: 'cluster'"),
 ])
 def test_bad_flags(flags, message, tmp_path, write_config, capsys):
