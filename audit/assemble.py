@@ -16,7 +16,7 @@ from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.audit.ceiling import exact_ceiling
 from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound, profile_lower_bound
 from dpaudit.audit.fingerprint import code_version
-from dpaudit.audit.job import AuditJob, pair_digest as _pair_digest
+from dpaudit.audit.job import AuditJob
 from dpaudit.audit.result import AuditResult, ClaimEntry, Empirical, IndexResult
 from dpaudit.audit.verdict import combine, judge
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
@@ -25,8 +25,6 @@ from dpaudit.mechanisms.errors import NotExact
 __all__ = ["PROFILE_EPSILONS", "assemble", "certify_scores", "distributions", "theory_slack"]
 
 PROFILE_EPSILONS = tuple(np.round(np.linspace(0.0, 8.0, 33), 4))
-_LAWS: dict[bytes, Any] = {}
-_VALUES: dict[tuple[bytes, float], float] = {}  # exact epsilon by pair digest and delta  # evaluated claims by mechanism, index and delta  # exact laws by pair digest (mechanism, datasets), oldest dropped first
 
 
 def certify_scores(cal_a, cal_b, cert_a, cert_b, *, delta: float, confidence: float,
@@ -72,22 +70,11 @@ def _exact(pair: CanaryPair, delta: float, certified: int, confidence: float) ->
     """The exact value of a one-dimensional instance and its statistical ceiling (docs/theory.md 3.4, 5)."""
     from dpaudit.mechanisms.accounting.instances import exact_epsilon, exact_laws, likelihood_ratio_law
 
-    key = _pair_digest(pair)
-    if key not in _LAWS:
-        try:
-            _LAWS[key] = exact_laws(pair.mechanism, pair.dataset_a, pair.dataset_b)
-        except NotExact:
-            _LAWS[key] = None
-        while len(_LAWS) > 16:  # a few instances are enough: audits of one pair come in runs
-            _LAWS.pop(next(iter(_LAWS)))
-    laws = _LAWS[key]  # propagated once per instance, used for the value and the ceiling
-    if laws is None:
+    try:  # the accountant remembers each instance's laws and values (audits of one pair come in runs)
+        laws = exact_laws(pair.mechanism, pair.dataset_a, pair.dataset_b)
+    except NotExact:
         return None
-    if (key, delta) not in _VALUES:
-        _VALUES[(key, delta)] = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, delta, laws=laws)
-        while len(_VALUES) > 64:
-            _VALUES.pop(next(iter(_VALUES)))
-    value = _VALUES[(key, delta)]
+    value = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, delta, laws=laws)
     ceiling = exact_ceiling(*likelihood_ratio_law(laws), trials=certified, delta=delta, confidence=confidence)
     claim = {"name": "exact-instance", "citation": "numerical E_gamma of this instance (docs/theory.md 5, exact1d)",
              "relation": str(pair.relation), "kind": "exact-instance", "applicable": True, "reason": "",

@@ -104,6 +104,13 @@ def _on_grid(masses: np.ndarray, positions: np.ndarray, nodes: np.ndarray) -> np
     return out
 
 
+def _edges(nodes: np.ndarray, low: float, high: float) -> tuple[float, float]:
+    """The interval the density lives on: ``[low, high]``, or the grid's own cells on the whole line."""
+    h = nodes[1] - nodes[0]
+    return (low if math.isfinite(low) else nodes[0] - 0.5 * h,
+            high if math.isfinite(high) else nodes[-1] + 0.5 * h)
+
+
 def _smooth(masses: np.ndarray, shift: float, nodes: np.ndarray, noise: str, spread: float,
             low: float, high: float) -> tuple[np.ndarray, float, float]:
     """Point masses at ``nodes + shift`` plus noise: the density on the grid and the masses beyond each end.
@@ -114,8 +121,7 @@ def _smooth(masses: np.ndarray, shift: float, nodes: np.ndarray, noise: str, spr
     """
     size = nodes.size
     h = nodes[1] - nodes[0]
-    lo_edge = low if math.isfinite(low) else nodes[0] - 0.5 * h
-    hi_edge = high if math.isfinite(high) else nodes[-1] + 0.5 * h
+    lo_edge, hi_edge = _edges(nodes, low, high)
     centres = nodes + shift
     below = _cdf(noise, lo_edge - centres, spread)
     above = 1 - _cdf(noise, hi_edge - centres, spread)
@@ -150,9 +156,7 @@ def propagate(law: Law, step: Step, *, noise: str, low: float, high: float) -> L
     else:
         source, shift = _on_grid(source, rho * nodes + offset, nodes), 0.0
     density, below, above = _smooth(source, shift, nodes, noise, spread, low, high)
-    h = nodes[1] - nodes[0]
-    lo_edge = low if math.isfinite(low) else nodes[0] - 0.5 * h
-    hi_edge = high if math.isfinite(high) else nodes[-1] + 0.5 * h
+    lo_edge, hi_edge = _edges(nodes, low, high)
     weights = _weights(nodes)
     for position, mass in atoms.items():  # atoms in closed form, normalised the same way
         column = _pdf(noise, nodes - position, spread)

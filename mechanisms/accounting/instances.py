@@ -32,11 +32,37 @@ def instance_steps(mech, data: Dataset) -> tuple[list[Step], dict[str, Any]]:
     return mech.exact_steps(data)
 
 
+def _instance_key(mech, data_a: Dataset, data_b: Dataset, cells: int) -> tuple:
+    """Everything that decides an instance's laws (mechanisms are frozen, hashable dataclasses)."""
+    def dataset(data: Dataset) -> tuple:
+        injected = tuple((k, np.asarray(v, dtype=float).tobytes()) for k, v in sorted(data.injected.items()))
+        return data.records.shape, np.ascontiguousarray(data.records, dtype=float).tobytes(), injected
+    try:
+        identity = hash(mech) and mech
+    except TypeError:  # a mechanism with an unhashable field: its repr stands in
+        identity = repr(mech)
+    return type(mech), identity, dataset(data_a), dataset(data_b), cells
+
+
+def _remember(cache: dict, key, value, size: int = 16):
+    cache[key] = value
+    while len(cache) > size:  # audits of one instance come in runs: a few entries are enough
+        cache.pop(next(iter(cache)))
+    return value
+
+
+_LAWS: dict = {}  # propagated laws by instance, oldest dropped first
+_EPSILONS: dict = {}  # exact epsilon by instance and delta
+
+
 def exact_laws(mech, data_a: Dataset, data_b: Dataset, cells: int = CELLS) -> tuple[Law, Law]:
-    """The laws of the output under ``S`` and ``S'``."""
-    steps_a, options = instance_steps(mech, data_a)
-    steps_b, _ = instance_steps(mech, data_b)
-    return _run(steps_a, steps_b, cells=cells, **options)
+    """The laws of the output under ``S`` and ``S'`` (propagated once per instance and remembered)."""
+    steps_a, options = instance_steps(mech, data_a)  # NotExact, before anything is remembered
+    key = _instance_key(mech, data_a, data_b, cells)
+    if key not in _LAWS:
+        steps_b, _ = instance_steps(mech, data_b)
+        _remember(_LAWS, key, _run(steps_a, steps_b, cells=cells, **options))
+    return _LAWS[key]
 
 
 def exact_delta_curve(mech, data_a: Dataset, data_b: Dataset, epsilons, cells: int = CELLS,
@@ -57,7 +83,16 @@ def exact_epsilon(mech, data_a: Dataset, data_b: Dataset, delta: float, cells: i
     onto a bounded ``K``), so interpolating between grid points can fall
     below the root; bisection cannot.
     """
+    key = (_instance_key(mech, data_a, data_b, cells), float(delta))
+    if key in _EPSILONS:
+        return _EPSILONS[key]
     laws = laws or exact_laws(mech, data_a, data_b, cells)
+    return _remember(_EPSILONS, key, _bisect_epsilon(mech, data_a, data_b, delta, cells, laws))
+
+
+def _bisect_epsilon(mech, data_a: Dataset, data_b: Dataset, delta: float, cells: int,
+                    laws: tuple[Law, Law]) -> float:
+    """Bracket the root on a grid of step 0.05, then bisect to 1e-12 (see :func:`exact_epsilon`)."""
     grid = np.linspace(0.0, 30.0, 601)
     curve = exact_delta_curve(mech, data_a, data_b, grid, cells, laws)
     if curve[0] <= delta:
