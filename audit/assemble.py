@@ -10,52 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.audit.ceiling import exact_ceiling
-from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound, profile_lower_bound
 from dpaudit.audit.fingerprint import code_version
 from dpaudit.audit.job import AuditJob
 from dpaudit.audit.result import AuditResult, ClaimEntry, Empirical, IndexResult
+from dpaudit.audit.streaming import PROFILE_EPSILONS, ScoreSource, certify_source
 from dpaudit.audit.verdict import combine, judge
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.errors import NotExact
 
-__all__ = ["PROFILE_EPSILONS", "assemble", "certify_scores", "distributions", "theory_slack"]
-
-PROFILE_EPSILONS = tuple(np.round(np.linspace(0.0, 8.0, 33), 4))
-
-
-def certify_scores(cal_a, cal_b, cert_a, cert_b, *, delta: float, confidence: float,
-                   threshold: str, seed: int = 0) -> dict[str, Any]:
-    """Every certified quantity from calibration and certification scores (each at ``confidence``)."""
-    calibration = (cal_a, cal_b)
-    eps = epsilon_lower_bound(cert_a, cert_b, delta=delta, confidence=confidence, threshold=threshold,
-                              calibration=calibration, seed=seed)
-    gdp = gdp_lower_bound(cert_a, cert_b, delta=delta, confidence=confidence, threshold=threshold,
-                          calibration=calibration, seed=seed)
-    profile = profile_lower_bound(cert_a, cert_b, epsilons=PROFILE_EPSILONS, confidence=confidence,
-                                  calibration=calibration, seed=seed)
-    return {"epsilon": eps, "gdp": gdp, "profile": profile}
-
-
-def distributions(cert_a: np.ndarray, cert_b: np.ndarray, bins: int = 60, points: int = 200) -> dict[str, Any]:
-    """A compact ROC (FPR, TPR at score thresholds) and histograms of both score arrays."""
-    pooled = np.concatenate([cert_a, cert_b])
-    low, high = np.quantile(pooled, [0.0005, 0.9995])
-    edges = np.linspace(low, high, bins + 1) if high > low else np.linspace(low - 1, low + 1, bins + 1)
-    thresholds = np.unique(np.quantile(pooled, np.linspace(0, 1, points)))
-    sorted_a, sorted_b = np.sort(cert_a), np.sort(cert_b)
-    fpr = 1 - np.searchsorted(sorted_a, thresholds, side="left") / sorted_a.size
-    tpr = 1 - np.searchsorted(sorted_b, thresholds, side="left") / sorted_b.size
-    return {
-        "roc": {"fpr": fpr.tolist(), "tpr": tpr.tolist()},
-        "histogram": {"edges": edges.tolist(),
-                      "a": np.histogram(cert_a, edges)[0].tolist(),
-                      "b": np.histogram(cert_b, edges)[0].tolist()},
-    }
-
+__all__ = ["assemble", "theory_slack"]
 
 def _empirical(results: dict[str, Any], trials: int) -> Empirical:
     eps, gdp, profile = results["epsilon"], results["gdp"], results["profile"]
@@ -115,13 +81,11 @@ def _claim_entries(mechanism, index: int | None, delta: float) -> list[dict[str,
     return entries
 
 
-def _index_result(job: AuditJob, pair: CanaryPair, part: dict[str, np.ndarray], confidence: float) -> IndexResult:
+def _index_result(job: AuditJob, pair: CanaryPair, source: ScoreSource, confidence: float) -> IndexResult:
     settings = job.settings
-    results = certify_scores(part["cal_a"], part["cal_b"], part["cert_a"], part["cert_b"],
-                             delta=settings.delta, confidence=confidence, threshold=settings.threshold,
-                             seed=settings.seed)
+    results = certify_source(source, delta=settings.delta, confidence=confidence, threshold=settings.threshold)
     claims = _claim_entries(job.mechanism, pair.index, settings.delta)
-    exact = _exact(pair, settings.delta, part["cert_a"].size, confidence)
+    exact = _exact(pair, settings.delta, results["trials"]["a"], confidence)
     if exact is not None:
         claims.append(exact[0])
     slack = theory_slack(claims, pair.relation)
@@ -130,11 +94,11 @@ def _index_result(job: AuditJob, pair: CanaryPair, part: dict[str, np.ndarray], 
     return IndexResult(
         index=pair.index, empirical=empirical, claims=tuple(ClaimEntry.from_dict(c) for c in claims),
         verdict=judged["verdict"], verdict_reason=judged["reason"], violations=tuple(judged["violations"]),
-        tightness=judged["tightness"], distributions=distributions(part["cert_a"], part["cert_b"]),
+        tightness=judged["tightness"], distributions=results["distributions"],
         ceiling=exact[1] if exact else None, theory_slack=slack)
 
 
-def assemble(job: AuditJob, scores: dict[int, dict[str, np.ndarray]], *, timings: dict[str, Any],
+def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str, Any],
              store: str | None = None) -> AuditResult:
     """Certify every canary position, evaluate claims and verdicts, and build the result.
 
@@ -142,7 +106,8 @@ def assemble(job: AuditJob, scores: dict[int, dict[str, np.ndarray]], *, timings
     ----------
     job : AuditJob
     scores : dict
-        Per canary position (``index or 0``): ``cal_a``, ``cal_b``, ``cert_a``, ``cert_b`` score arrays.
+        Per canary position (``index or 0``): its scores (``audit.streaming.ScoreSource``); the
+        certification scores are read one chunk at a time.
     timings : dict
         At least ``seconds``.
     store : str, optional

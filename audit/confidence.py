@@ -12,6 +12,7 @@ Clopper & Pearson 1934 (exact binomial intervals), via statsmodels
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -20,6 +21,9 @@ from statsmodels.stats.proportion import proportion_confint
 from dpaudit.mechanisms.errors import ParameterError
 
 __all__ = [
+    "Counts",
+    "ORIENTATIONS",
+    "ThresholdPlan",
     "check_confidence",
     "check_delta",
     "check_scores",
@@ -27,6 +31,50 @@ __all__ = [
     "error_counts",
     "split_calibration",
 ]
+
+
+ORIENTATIONS = ("larger under S'", "smaller under S'")
+
+
+@dataclasses.dataclass(frozen=True)
+class ThresholdPlan:
+    """What calibration fixed before any certification score is seen: orientation and thresholds.
+
+    Certification then needs only the counts :meth:`count` returns, so they
+    can be accumulated chunk by chunk (:mod:`dpaudit.audit.streaming`) and the result
+    equals that of the whole arrays.
+    """
+
+    sign: float
+    thresholds: np.ndarray
+    calibration: dict[str, int]
+
+    @property
+    def orientation(self) -> str:
+        return ORIENTATIONS[0] if self.sign > 0 else ORIENTATIONS[1]
+
+    def count(self, side: str, scores: np.ndarray) -> np.ndarray:
+        """False positives ``#{a >= t}`` (side ``"a"``) or false negatives ``#{b < t}`` (side ``"b"``)."""
+        oriented = np.sort(self.sign * np.asarray(scores, dtype=float))
+        below = np.searchsorted(oriented, self.thresholds, side="left")
+        return (oriented.size - below if side == "a" else below).astype(float)
+
+
+@dataclasses.dataclass(frozen=True)
+class Counts:
+    """Error counts at a plan's thresholds and the number of certification trials per side."""
+
+    false_positives: np.ndarray
+    false_negatives: np.ndarray
+    trials_a: int
+    trials_b: int
+
+    @classmethod
+    def of(cls, plan: ThresholdPlan, cert_a: np.ndarray, cert_b: np.ndarray) -> "Counts":
+        return cls(plan.count("a", cert_a), plan.count("b", cert_b), int(cert_a.size), int(cert_b.size))
+
+    def trials(self, plan: ThresholdPlan) -> dict[str, int]:
+        return {"a": self.trials_a, "b": self.trials_b, **plan.calibration}
 
 
 def cp_upper(counts, trials: int, failure: float) -> np.ndarray:

@@ -15,7 +15,7 @@ in the result. Each estimator's statement holds at its own confidence
 (several estimators on the same scores are not simultaneous).
 
 Orientation: whether high or low scores point to ``S'`` is chosen on the
-calibration scores (:func:`_orient`), so either order of the two arrays
+calibration scores (:func:`_orientation`), so either order of the two arrays
 gives the same bound and the choice costs nothing.
 
 Strategies: ``"split"`` certifies at the one threshold whose bound is
@@ -39,6 +39,8 @@ import numpy as np
 from scipy.stats import norm
 
 from dpaudit.audit.confidence import (
+    Counts,
+    ThresholdPlan,
     check_confidence,
     check_delta,
     check_scores,
@@ -51,12 +53,20 @@ from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice
 
 __all__ = [
+    "Counts",
     "EpsilonBound",
     "GDPBound",
     "ProfileBound",
     "STRATEGIES",
+    "ThresholdPlan",
     "epsilon_lower_bound",
+    "finish_epsilon",
+    "finish_gdp",
+    "finish_profile",
     "gdp_lower_bound",
+    "plan_epsilon",
+    "plan_gdp",
+    "plan_profile",
     "profile_lower_bound",
 ]
 
@@ -172,11 +182,8 @@ def _choose_threshold(cal_a, cal_b, failure: float, objective) -> tuple[float, f
     return float(candidates[best]), float(values[best])
 
 
-ORIENTATIONS = ("larger under S'", "smaller under S'")
-
-
-def _orient(cal_a, cal_b, cert_a, cert_b, failure: float, objective):
-    """Choose on calibration scores whether high or low scores point to ``S'``.
+def _orientation(cal_a, cal_b, failure: float, objective) -> float:
+    """``+1.0`` when high scores point to ``S'`` on the calibration scores, ``-1.0`` when low ones do.
 
     The orientation whose best calibration bound is larger wins; scores are
     negated for ``"smaller under S'"``. Only calibration data decide, so the
@@ -186,9 +193,7 @@ def _orient(cal_a, cal_b, cert_a, cert_b, failure: float, objective):
     """
     forward = _choose_threshold(cal_a, cal_b, failure, objective)[1]
     backward = _choose_threshold(-cal_a, -cal_b, failure, objective)[1]
-    if backward > forward:
-        return (-cal_a, -cal_b, -cert_a, -cert_b), ORIENTATIONS[1]
-    return (cal_a, cal_b, cert_a, cert_b), ORIENTATIONS[0]
+    return -1.0 if backward > forward else 1.0
 
 
 def _grid(cal_a, cal_b, size: int) -> np.ndarray:
@@ -219,9 +224,47 @@ def _thresholds(strategy, cal_a, cal_b, beta, grid_size, objective):
     return _grid(cal_a, cal_b, grid_size)
 
 
-def _trials(cal_a, cal_b, cert_a, cert_b) -> dict[str, int]:
-    return {"a": int(cert_a.size), "b": int(cert_b.size),
-            "calibration_a": int(cal_a.size), "calibration_b": int(cal_b.size)}
+def _calibration_sizes(cal_a: np.ndarray, cal_b: np.ndarray) -> dict[str, int]:
+    return {"calibration_a": int(cal_a.size), "calibration_b": int(cal_b.size)}
+
+
+def _failure_split(beta: float, plan: ThresholdPlan) -> dict[str, Any]:
+    size = int(plan.thresholds.size)
+    return {"beta": beta, "rates": 2, "thresholds": size, "per_rate": beta / (2 * size)}
+
+
+def _round_down(value: float) -> float:
+    # a certified lower bound must never be overstated
+    return max(float(np.nextafter(value, -np.inf)), 0.0) if np.isfinite(value) else 0.0
+
+
+# -- epsilon -----------------------------------------------------------------------
+def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: str = "split",
+                 grid_size: int = 32) -> ThresholdPlan:
+    """Orientation and thresholds of :func:`epsilon_lower_bound`, from calibration scores only."""
+    delta, beta = check_delta(delta), 1 - check_confidence(confidence)
+    objective = _epsilon_objective(delta)
+    sign = _orientation(cal_a, cal_b, beta / 2, objective)
+    thresholds = _thresholds(threshold, sign * cal_a, sign * cal_b, beta, grid_size, objective)
+    return ThresholdPlan(sign, thresholds, _calibration_sizes(cal_a, cal_b))
+
+
+def finish_epsilon(plan: ThresholdPlan, counts: Counts, *, delta: float, confidence: float,
+                   threshold: str = "split") -> EpsilonBound:
+    """The certified epsilon bound from the error counts at ``plan``'s thresholds."""
+    delta, beta = check_delta(delta), 1 - check_confidence(confidence)
+    split = _failure_split(beta, plan)
+    fpr_hi = cp_upper(counts.false_positives, counts.trials_a, split["per_rate"])
+    fnr_hi = cp_upper(counts.false_negatives, counts.trials_b, split["per_rate"])
+    values, directions = _epsilon_objective(delta)(fpr_hi, fnr_hi)
+    best = int(np.argmax(values))
+    return EpsilonBound(
+        epsilon_lower_bound=_round_down(values[best]), delta=delta, confidence=1 - beta,
+        method=f"clopper-pearson/{threshold}", threshold=float(plan.thresholds[best]),
+        orientation=plan.orientation,
+        direction=("log((1-delta-FNR)/FPR)", "log((1-delta-FPR)/FNR)")[int(directions[best])],
+        false_positive_rate_upper=float(fpr_hi[best]), false_negative_rate_upper=float(fnr_hi[best]),
+        trials=counts.trials(plan), failure_split=split)
 
 
 def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float = 0.95,
@@ -250,26 +293,38 @@ def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float =
     EpsilonBound
         ``epsilon_lower_bound >= 0``; 0 means nothing was shown.
     """
-    delta = check_delta(delta)
-    beta = 1 - check_confidence(confidence)
+    check_delta(delta), check_confidence(confidence)
     cal_a, cal_b, cert_a, cert_b = _prepare(scores_a, scores_b, calibration, calibration_fraction, seed)
-    objective = _epsilon_objective(delta)
-    (cal_a, cal_b, cert_a, cert_b), orientation = _orient(cal_a, cal_b, cert_a, cert_b, beta / 2, objective)
-    thresholds = _thresholds(threshold, cal_a, cal_b, beta, grid_size, objective)
-    per_rate = beta / (2 * thresholds.size)
-    fp, fn = error_counts(cert_a, cert_b, thresholds)
-    fpr_hi, fnr_hi = cp_upper(fp, cert_a.size, per_rate), cp_upper(fn, cert_b.size, per_rate)
-    values, directions = objective(fpr_hi, fnr_hi)
+    plan = plan_epsilon(cal_a, cal_b, delta=delta, confidence=confidence, threshold=threshold, grid_size=grid_size)
+    return finish_epsilon(plan, Counts.of(plan, cert_a, cert_b), delta=delta, confidence=confidence,
+                          threshold=threshold)
+
+
+# -- mu-GDP ------------------------------------------------------------------------
+def plan_gdp(cal_a, cal_b, *, confidence: float, threshold: str = "split", grid_size: int = 32) -> ThresholdPlan:
+    """Orientation and thresholds of :func:`gdp_lower_bound`, from calibration scores only."""
+    beta = 1 - check_confidence(confidence)
+    sign = _orientation(cal_a, cal_b, beta / 2, _mu_objective)
+    thresholds = _thresholds(threshold, sign * cal_a, sign * cal_b, beta, grid_size, _mu_objective)
+    return ThresholdPlan(sign, thresholds, _calibration_sizes(cal_a, cal_b))
+
+
+def finish_gdp(plan: ThresholdPlan, counts: Counts, *, confidence: float, delta: float | None = None,
+               threshold: str = "split") -> GDPBound:
+    """The certified mu bound (and the epsilon mu-GDP would imply) from the counts."""
+    beta = 1 - check_confidence(confidence)
+    split = _failure_split(beta, plan)
+    values, _ = _mu_objective(cp_upper(counts.false_positives, counts.trials_a, split["per_rate"]),
+                              cp_upper(counts.false_negatives, counts.trials_b, split["per_rate"]))
     best = int(np.argmax(values))
-    # round down: a certified lower bound must never be overstated
-    bound = max(float(np.nextafter(values[best], -np.inf)), 0.0) if np.isfinite(values[best]) else 0.0
-    return EpsilonBound(
-        epsilon_lower_bound=bound, delta=delta, confidence=1 - beta,
-        method=f"clopper-pearson/{threshold}", threshold=float(thresholds[best]), orientation=orientation,
-        direction=("log((1-delta-FNR)/FPR)", "log((1-delta-FPR)/FNR)")[int(directions[best])],
-        false_positive_rate_upper=float(fpr_hi[best]), false_negative_rate_upper=float(fnr_hi[best]),
-        trials=_trials(cal_a, cal_b, cert_a, cert_b),
-        failure_split={"beta": beta, "rates": 2, "thresholds": int(thresholds.size), "per_rate": per_rate})
+    mu = _round_down(values[best])
+    model_eps = None
+    if delta is not None:
+        model_eps = float(gaussian_epsilon(check_delta(delta), mu)) if delta > 0 else None
+    return GDPBound(
+        mu_lower_bound=mu, confidence=1 - beta, method=f"gdp-clopper-pearson/{threshold}",
+        threshold=float(plan.thresholds[best]), orientation=plan.orientation, trials=counts.trials(plan),
+        failure_split=split, model_based_epsilon=model_eps, model_based_delta=delta)
 
 
 def gdp_lower_bound(scores_a, scores_b, *, confidence: float = 0.95, delta: float | None = None,
@@ -282,23 +337,43 @@ def gdp_lower_bound(scores_a, scores_b, *, confidence: float = 0.95, delta: floa
     (docs/theory.md 2.1): a *model-based* figure, valid only if the mechanism is
     exactly Gaussian-like, labelled as such.
     """
-    beta = 1 - check_confidence(confidence)
+    check_confidence(confidence)
     cal_a, cal_b, cert_a, cert_b = _prepare(scores_a, scores_b, calibration, calibration_fraction, seed)
-    (cal_a, cal_b, cert_a, cert_b), orientation = _orient(cal_a, cal_b, cert_a, cert_b, beta / 2, _mu_objective)
-    thresholds = _thresholds(threshold, cal_a, cal_b, beta, grid_size, _mu_objective)
-    per_rate = beta / (2 * thresholds.size)
-    fp, fn = error_counts(cert_a, cert_b, thresholds)
-    values, _ = _mu_objective(cp_upper(fp, cert_a.size, per_rate), cp_upper(fn, cert_b.size, per_rate))
-    best = int(np.argmax(values))
-    mu = max(float(np.nextafter(values[best], -np.inf)), 0.0) if np.isfinite(values[best]) else 0.0
-    model_eps = None
-    if delta is not None:
-        model_eps = float(gaussian_epsilon(check_delta(delta), mu)) if delta > 0 else None
-    return GDPBound(
-        mu_lower_bound=mu, confidence=1 - beta, method=f"gdp-clopper-pearson/{threshold}",
-        threshold=float(thresholds[best]), orientation=orientation, trials=_trials(cal_a, cal_b, cert_a, cert_b),
-        failure_split={"beta": beta, "rates": 2, "thresholds": int(thresholds.size), "per_rate": per_rate},
-        model_based_epsilon=model_eps, model_based_delta=delta)
+    plan = plan_gdp(cal_a, cal_b, confidence=confidence, threshold=threshold, grid_size=grid_size)
+    return finish_gdp(plan, Counts.of(plan, cert_a, cert_b), confidence=confidence, delta=delta,
+                      threshold=threshold)
+
+
+# -- privacy profile -----------------------------------------------------------------
+def _check_epsilons(epsilons) -> np.ndarray:
+    grid_eps = np.atleast_1d(np.asarray(epsilons, dtype=float))
+    if grid_eps.size == 0 or not np.all(np.isfinite(grid_eps)) or np.any(grid_eps < 0):
+        raise ParameterError("epsilons must be finite numbers >= 0")
+    return grid_eps
+
+
+def plan_profile(cal_a, cal_b, *, confidence: float, grid_size: int = 32) -> ThresholdPlan:
+    """Orientation and threshold grid of :func:`profile_lower_bound`, from calibration scores only."""
+    beta = 1 - check_confidence(confidence)
+    sign = _orientation(cal_a, cal_b, beta / 2, _epsilon_objective(0.0))
+    return ThresholdPlan(sign, _grid(sign * cal_a, sign * cal_b, grid_size), _calibration_sizes(cal_a, cal_b))
+
+
+def finish_profile(plan: ThresholdPlan, counts: Counts, *, epsilons, confidence: float) -> ProfileBound:
+    """Certified ``delta_lb(eps)`` on the epsilon grid from the counts."""
+    beta = 1 - check_confidence(confidence)
+    grid_eps = _check_epsilons(epsilons)
+    split = _failure_split(beta, plan)
+    fpr_hi = cp_upper(counts.false_positives, counts.trials_a, split["per_rate"])
+    fnr_hi = cp_upper(counts.false_negatives, counts.trials_b, split["per_rate"])
+    scale = np.exp(grid_eps)[:, None]
+    forward = (1 - fnr_hi)[None, :] - scale * fpr_hi[None, :]
+    backward = (1 - fpr_hi)[None, :] - scale * fnr_hi[None, :]
+    deltas = np.maximum(np.maximum(forward, backward).max(axis=1), 0.0)
+    return ProfileBound(
+        epsilons=tuple(float(e) for e in grid_eps), delta_lower_bounds=tuple(float(d) for d in deltas),
+        confidence=1 - beta, method="profile-clopper-pearson/union", orientation=plan.orientation,
+        trials=counts.trials(plan), failure_split=split)
 
 
 def profile_lower_bound(scores_a, scores_b, *, epsilons, confidence: float = 0.95, calibration=None,
@@ -309,23 +384,8 @@ def profile_lower_bound(scores_a, scores_b, *, epsilons, confidence: float = 0.9
     epsilon grid because they are functions of the same ``2 * grid_size``
     one-sided bounds, each at level ``beta / (2 * grid_size)`` (docs/theory.md 3.3).
     """
-    beta = 1 - check_confidence(confidence)
-    grid_eps = np.atleast_1d(np.asarray(epsilons, dtype=float))
-    if grid_eps.size == 0 or not np.all(np.isfinite(grid_eps)) or np.any(grid_eps < 0):
-        raise ParameterError("epsilons must be finite numbers >= 0")
+    check_confidence(confidence)
+    _check_epsilons(epsilons)
     cal_a, cal_b, cert_a, cert_b = _prepare(scores_a, scores_b, calibration, calibration_fraction, seed)
-    (cal_a, cal_b, cert_a, cert_b), orientation = _orient(cal_a, cal_b, cert_a, cert_b, beta / 2,
-                                                          _epsilon_objective(0.0))
-    thresholds = _grid(cal_a, cal_b, grid_size)
-    per_rate = beta / (2 * thresholds.size)
-    fp, fn = error_counts(cert_a, cert_b, thresholds)
-    fpr_hi, fnr_hi = cp_upper(fp, cert_a.size, per_rate), cp_upper(fn, cert_b.size, per_rate)
-    scale = np.exp(grid_eps)[:, None]
-    forward = (1 - fnr_hi)[None, :] - scale * fpr_hi[None, :]
-    backward = (1 - fpr_hi)[None, :] - scale * fnr_hi[None, :]
-    deltas = np.maximum(np.maximum(forward, backward).max(axis=1), 0.0)
-    return ProfileBound(
-        epsilons=tuple(float(e) for e in grid_eps), delta_lower_bounds=tuple(float(d) for d in deltas),
-        confidence=1 - beta, method="profile-clopper-pearson/union", orientation=orientation,
-        trials=_trials(cal_a, cal_b, cert_a, cert_b),
-        failure_split={"beta": beta, "rates": 2, "thresholds": int(thresholds.size), "per_rate": per_rate})
+    plan = plan_profile(cal_a, cal_b, confidence=confidence, grid_size=grid_size)
+    return finish_profile(plan, Counts.of(plan, cert_a, cert_b), epsilons=epsilons, confidence=confidence)

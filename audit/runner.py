@@ -220,16 +220,22 @@ def _fit_scores(plan: _Plan, store: Store) -> None:
             plan.scorers[index] = fit_score(plan.job.score, pair)
 
 
-def _scores_of(plan: _Plan, store: Store) -> dict[int, dict[str, np.ndarray]]:
-    scores = {}
-    for index in plan.pairs:
-        cal_a = store.get_chunks(plan.audit_id, index, "a", "cal")
-        cal_b = store.get_chunks(plan.audit_id, index, "b", "cal")
-        if _fitted(plan):
-            cal_a, cal_b = plan.scorers[index](cal_a), plan.scorers[index](cal_b)
-        scores[index] = {
-            "cal_a": cal_a, "cal_b": cal_b,
-            "cert_a": store.get_chunks(plan.audit_id, index, "a", "cert"),
-            "cert_b": store.get_chunks(plan.audit_id, index, "b", "cert"),
-        }
-    return scores
+class _StoreSource:
+    """The scores of one canary position, read from the store (``audit.streaming.ScoreSource``)."""
+
+    def __init__(self, plan: _Plan, store: Store, index: int) -> None:
+        self.plan, self.store, self.index = plan, store, index
+
+    def calibration(self) -> tuple[np.ndarray, np.ndarray]:
+        cal_a = self.store.get_chunks(self.plan.audit_id, self.index, "a", "cal")
+        cal_b = self.store.get_chunks(self.plan.audit_id, self.index, "b", "cal")
+        if _fitted(self.plan):
+            return self.plan.scorers[self.index](cal_a), self.plan.scorers[self.index](cal_b)
+        return cal_a, cal_b
+
+    def chunks(self, side: str) -> Iterator[np.ndarray]:
+        return self.store.iter_chunks(self.plan.audit_id, self.index, side, "cert")
+
+
+def _scores_of(plan: _Plan, store: Store) -> dict[int, _StoreSource]:
+    return {index: _StoreSource(plan, store, index) for index in plan.pairs}

@@ -12,6 +12,7 @@ import json
 import sqlite3
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,9 +112,27 @@ class Store:
         rows = self.connection.execute(
             "SELECT shape, data FROM chunks WHERE audit_id = ? AND canary_index = ? AND side = ? AND part = ? "
             "ORDER BY chunk", (audit_id, canary_index, side, part)).fetchall()
-        arrays = [np.frombuffer(zlib.decompress(data), dtype=np.float64).reshape(json.loads(shape))
-                  for shape, data in rows]
+        arrays = [self._decode(shape, data, (canary_index, side, part, number))
+                  for number, (shape, data) in enumerate(rows)]
         return np.concatenate(arrays) if arrays else np.empty(0)
+
+    def iter_chunks(self, audit_id: str, canary_index: int, side: str, part: str) -> Iterator[np.ndarray]:
+        """The chunks of one (index, side, part) in chunk order, one array at a time (bounded memory)."""
+        numbers = [row[0] for row in self.connection.execute(
+            "SELECT chunk FROM chunks WHERE audit_id = ? AND canary_index = ? AND side = ? AND part = ? "
+            "ORDER BY chunk", (audit_id, canary_index, side, part))]
+        for number in numbers:
+            row = self.connection.execute(
+                "SELECT shape, data FROM chunks WHERE audit_id = ? AND canary_index = ? AND side = ? AND part = ? "
+                "AND chunk = ?", (audit_id, canary_index, side, part, number)).fetchone()
+            yield self._decode(row[0], row[1], (canary_index, side, part, number))
+
+    def _decode(self, shape: str, data: bytes, key: ChunkKey) -> np.ndarray:
+        try:
+            return np.frombuffer(zlib.decompress(data), dtype=np.float64).reshape(json.loads(shape))
+        except (zlib.error, ValueError) as exc:
+            raise StoreError(f"{self.path}: chunk {key} is corrupted ({exc}); "
+                             f"delete the store or use another --store") from None
 
     def chunk_seconds(self, audit_id: str) -> float:
         row = self.connection.execute("SELECT coalesce(sum(seconds), 0) FROM chunks WHERE audit_id = ?",

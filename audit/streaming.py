@@ -1,0 +1,139 @@
+"""Certification from counts, accumulated chunk by chunk (the main process never holds every score).
+
+Every estimator fixes its orientation and thresholds on the calibration
+scores (:func:`~dpaudit.audit.estimators.plan_epsilon` and friends); after
+that a certified bound needs only how many certification scores of each side
+fall on each side of each threshold. :class:`StreamingCertifier` adds those
+counts up one chunk at a time, together with the binned counts the figures
+use (a histogram and an ROC at thresholds fixed on calibration), so memory
+depends on the chunk size and the calibration part, never on the number of
+certification trials. The bounds equal those of the estimators on the whole
+arrays exactly: the same counts enter the same Clopper-Pearson bounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
+
+import numpy as np
+
+from dpaudit.audit.confidence import Counts, check_scores
+from dpaudit.audit.estimators import (
+    finish_epsilon,
+    finish_gdp,
+    finish_profile,
+    plan_epsilon,
+    plan_gdp,
+    plan_profile,
+)
+from dpaudit.mechanisms.errors import ParameterError
+
+__all__ = ["ArraySource", "PROFILE_EPSILONS", "ScoreSource", "StreamingCertifier", "certify_source"]
+
+PROFILE_EPSILONS = tuple(np.round(np.linspace(0.0, 8.0, 33), 4))
+_SIDES = ("a", "b")
+
+
+class ScoreSource(Protocol):
+    """Scores of one canary position: calibration arrays, certification scores in chunks."""
+
+    def calibration(self) -> tuple[np.ndarray, np.ndarray]:
+        """Calibration scores on ``S`` and ``S'``."""
+
+    def chunks(self, side: str) -> Iterable[np.ndarray]:
+        """Certification scores of side ``"a"`` (``S``) or ``"b"`` (``S'``), one chunk at a time."""
+
+
+class ArraySource:
+    """A :class:`ScoreSource` over arrays already in memory."""
+
+    def __init__(self, cal_a: np.ndarray, cal_b: np.ndarray, cert_a: np.ndarray, cert_b: np.ndarray) -> None:
+        self._calibration = (np.asarray(cal_a, dtype=float), np.asarray(cal_b, dtype=float))
+        self._certification = {"a": np.asarray(cert_a, dtype=float), "b": np.asarray(cert_b, dtype=float)}
+
+    def calibration(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._calibration
+
+    def chunks(self, side: str) -> Iterator[np.ndarray]:
+        yield self._certification[side]
+
+
+class StreamingCertifier:
+    """Counts at thresholds fixed on calibration, added up over certification chunks.
+
+    Parameters
+    ----------
+    cal_a, cal_b : numpy.ndarray
+        Calibration scores on ``S`` and ``S'`` (they choose every threshold).
+    delta, confidence : float
+        Of the epsilon bound (each estimator holds at ``confidence``).
+    threshold : {"split", "union"}
+        Threshold strategy of the epsilon and mu bounds.
+    bins, points : int
+        Histogram bins and ROC points of the figures.
+    """
+
+    def __init__(self, cal_a: np.ndarray, cal_b: np.ndarray, *, delta: float, confidence: float,
+                 threshold: str = "split", bins: int = 60, points: int = 200) -> None:
+        cal_a, cal_b = check_scores("calibration_a", cal_a), check_scores("calibration_b", cal_b)
+        self.delta, self.confidence, self.threshold = delta, confidence, threshold
+        self.plans = {
+            "epsilon": plan_epsilon(cal_a, cal_b, delta=delta, confidence=confidence, threshold=threshold),
+            "gdp": plan_gdp(cal_a, cal_b, confidence=confidence, threshold=threshold),
+            "profile": plan_profile(cal_a, cal_b, confidence=confidence),
+        }
+        pooled = np.concatenate([cal_a, cal_b])
+        low, high = np.quantile(pooled, [0.0005, 0.9995])
+        self.edges = np.linspace(low, high, bins + 1) if high > low else np.linspace(low - 1, low + 1, bins + 1)
+        self.roc_thresholds = np.unique(np.quantile(pooled, np.linspace(0, 1, points)))
+        self.counts = {name: {side: np.zeros(plan.thresholds.size) for side in _SIDES}
+                       for name, plan in self.plans.items()}
+        self.histogram = {side: np.zeros(bins, dtype=np.int64) for side in _SIDES}
+        self.above = {side: np.zeros(self.roc_thresholds.size, dtype=np.int64) for side in _SIDES}
+        self.trials = {side: 0 for side in _SIDES}
+
+    def add(self, side: str, scores: np.ndarray) -> None:
+        """Count one chunk of certification scores of side ``"a"`` or ``"b"``."""
+        if side not in _SIDES:
+            raise ParameterError(f"side must be 'a' or 'b', got side={side!r}")
+        chunk = check_scores(f"certification scores ({side})", scores)
+        for name, plan in self.plans.items():
+            self.counts[name][side] += plan.count(side, chunk)
+        self.histogram[side] += np.histogram(chunk, self.edges)[0]
+        ordered = np.sort(chunk)
+        self.above[side] += ordered.size - np.searchsorted(ordered, self.roc_thresholds, side="left")
+        self.trials[side] += int(chunk.size)
+
+    def _counts(self, name: str) -> Counts:
+        return Counts(self.counts[name]["a"], self.counts[name]["b"], self.trials["a"], self.trials["b"])
+
+    def finish(self) -> dict[str, Any]:
+        """The certified ``epsilon``, ``gdp`` and ``profile`` bounds and the figures' ``distributions``."""
+        for side in _SIDES:
+            if self.trials[side] == 0:
+                raise ParameterError(f"no certification scores for side {side!r}")
+        return {
+            "epsilon": finish_epsilon(self.plans["epsilon"], self._counts("epsilon"), delta=self.delta,
+                                      confidence=self.confidence, threshold=self.threshold),
+            "gdp": finish_gdp(self.plans["gdp"], self._counts("gdp"), confidence=self.confidence,
+                              delta=self.delta, threshold=self.threshold),
+            "profile": finish_profile(self.plans["profile"], self._counts("profile"), epsilons=PROFILE_EPSILONS,
+                                      confidence=self.confidence),
+            "distributions": {
+                "roc": {"fpr": (self.above["a"] / self.trials["a"]).tolist(),
+                        "tpr": (self.above["b"] / self.trials["b"]).tolist()},
+                "histogram": {"edges": self.edges.tolist(), "a": self.histogram["a"].tolist(),
+                              "b": self.histogram["b"].tolist()},
+            },
+            "trials": dict(self.trials),
+        }
+
+
+def certify_source(source: ScoreSource, *, delta: float, confidence: float, threshold: str) -> dict[str, Any]:
+    """:meth:`StreamingCertifier.finish` over every chunk of ``source``."""
+    certifier = StreamingCertifier(*source.calibration(), delta=delta, confidence=confidence, threshold=threshold)
+    for side in _SIDES:
+        for chunk in source.chunks(side):
+            certifier.add(side, chunk)
+    return certifier.finish()
