@@ -18,6 +18,7 @@ import dataclasses
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
@@ -29,7 +30,7 @@ from dpaudit.audit.assemble import assemble
 from dpaudit.audit.fingerprint import code_version
 from dpaudit.audit.job import AuditJob
 from dpaudit.audit.result import AuditResult
-from dpaudit.audit.store import ChunkKey, Store
+from dpaudit.audit.store import ChunkKey, Store, new_owner
 from dpaudit.mechanisms.errors import DPAuditError, ParameterError
 
 __all__ = ["RunOptions", "calibration_trials", "chunk_sizes", "run_audits", "unit_seed"]
@@ -134,19 +135,43 @@ def _backend(options: RunOptions) -> Iterator[int]:
 
 
 def _execute(tasks: list[tuple], store: Store, n_jobs: int, progress: bool, label: str,
-             audit_of: dict[int, str]) -> None:
-    """Run tasks ``(plan_number, pair, key, trials, root, scorer)``; store each chunk as it finishes."""
+             audit_of: dict[int, str], owner: str) -> Counter:
+    """Run tasks ``(plan_number, pair, key, trials, root, scorer)``; store each chunk as it finishes.
+
+    A task runs only once this run holds its lease (``Store.claim``); chunks
+    another live run is computing are waited for, and taken over if their
+    lease lapses. Returns the number of chunks this run computed per audit.
+    """
+    computed: Counter = Counter()
     if not tasks:
-        return
+        return computed
     from tqdm import tqdm
 
     single_thread = n_jobs != 1
-    calls = (delayed(_run_unit)(number, pair, key, trials, root, scorer, single_thread)
-             for number, pair, key, trials, root, scorer in tasks)
+    pending = list(tasks)
     with tqdm(total=len(tasks), desc=label, unit="chunk", disable=not progress, file=sys.stderr) as bar:
-        for number, key, values, seconds in Parallel(n_jobs=n_jobs, return_as="generator_unordered")(calls):
-            store.put_chunk(audit_of[number], key, values, seconds)
-            bar.update(1)
+        while pending:
+            waiting: list[tuple] = []
+
+            def calls(batch=pending, waiting=waiting):
+                for number, pair, key, trials, root, scorer in batch:
+                    if store.claim(audit_of[number], key, owner):
+                        yield delayed(_run_unit)(number, pair, key, trials, root, scorer, single_thread)
+                    else:
+                        waiting.append((number, pair, key, trials, root, scorer))
+
+            for number, key, values, seconds in Parallel(n_jobs=n_jobs, return_as="generator_unordered")(calls()):
+                store.put_chunk(audit_of[number], key, values, seconds)
+                store.renew(owner)
+                computed[audit_of[number]] += 1
+                bar.update(1)
+            finished = {audit: store.finished_chunks(audit) for audit in {audit_of[t[0]] for t in waiting}}
+            pending = [task for task in waiting if task[2] not in finished[audit_of[task[0]]]]
+            bar.update(len(waiting) - len(pending))  # computed by another run meanwhile
+            if pending:
+                bar.set_postfix_str(f"waiting for {len(pending)} chunks another run is computing")
+                time.sleep(0.5)
+    return computed
 
 
 def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
@@ -167,25 +192,25 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
             plans.append(plan)
         audit_of = {number: plan.audit_id for number, plan in enumerate(plans)}
         reused = {plan.audit_id: store.finished_chunks(plan.audit_id) for plan in plans}
-        computed = {plan.audit_id: 0 for plan in plans}
-        with _backend(options) as n_jobs:
-            calibration = _tasks(plans, "cal", reused)
-            for number, *_ in calibration:
-                computed[audit_of[number]] += 1
-            _execute(calibration, store, n_jobs, options.progress, "calibration", audit_of)
-            for plan in plans:
-                _fit_scores(plan, store)
-            certification = _tasks(plans, "cert", reused)
-            for number, *_ in certification:
-                computed[audit_of[number]] += 1
-            _execute(certification, store, n_jobs, options.progress, "certification", audit_of)
+        owner = new_owner()
+        try:
+            with _backend(options) as n_jobs:
+                computed = _execute(_tasks(plans, "cal", reused), store, n_jobs, options.progress, "calibration",
+                                    audit_of, owner)
+                for plan in plans:
+                    _fit_scores(plan, store)
+                computed += _execute(_tasks(plans, "cert", reused), store, n_jobs, options.progress,
+                                     "certification", audit_of, owner)
+        finally:
+            store.release(owner)
         results = []
         for plan in plans:
+            total = len(store.finished_chunks(plan.audit_id))
             result = assemble(plan.job, _scores_of(plan, store),
                               timings={"seconds": time.perf_counter() - started,
                                        "chunk_seconds": store.chunk_seconds(plan.audit_id),
                                        "chunks_computed": computed[plan.audit_id],
-                                       "chunks_reused": len(reused[plan.audit_id])},
+                                       "chunks_reused": total - computed[plan.audit_id]},
                               store=str(options.store))
             store.put_result(plan.audit_id, result.to_dict())
             results.append(result)

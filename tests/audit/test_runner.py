@@ -121,7 +121,7 @@ def test_different_configs_do_not_mix_and_reruns_reuse(write_config, tmp_path):
 def test_corrupted_and_foreign_stores_are_refused(write_config, tmp_path, capsys):
     garbage = tmp_path / "garbage.sqlite"
     garbage.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(StoreError, match="corrupted or not an SQLite file"):
+    with pytest.raises(StoreError, match="not an SQLite file"):
         Store(garbage)
     foreign = tmp_path / "foreign.sqlite"
     with sqlite3.connect(foreign) as connection:
