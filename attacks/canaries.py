@@ -55,6 +55,40 @@ class CanaryPair:
     kind: str
 
 
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters (messages stay one short line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _load_background(path: Path, given: str, shape: tuple[int, int], fixed_n: int | None) -> np.ndarray:
+    """Records from a ``.npy`` or whitespace-separated text file; errors name the key, never the contents."""
+    if not path.is_file():
+        raise ParameterError(f"canary background must be 'zeros', 'random' or a file, got background={_short(given)}")
+    rows = shape[0] if fixed_n else 10**7
+    if path.stat().st_size > 64 * rows * shape[1] + 2**20:
+        raise ParameterError(f"canary background file {_short(str(path))} is too large for {rows} records "
+                             f"of {shape[1]} numbers")
+    try:
+        if path.suffix == ".npy":
+            records = np.load(path, allow_pickle=False)
+        else:
+            records = np.loadtxt(path, ndmin=2, dtype=np.float64)
+    except (ValueError, OSError, EOFError):
+        kind = "a NumPy .npy file of numbers (pickled objects are refused)" if path.suffix == ".npy" else \
+            "a text file of numbers, one record per line"
+        raise ParameterError(f"canary background file {_short(str(path))} is not {kind}") from None
+    if records.dtype.kind not in "biuf" or records.ndim not in (1, 2):
+        raise ParameterError(f"canary background file {_short(str(path))} must hold a 2-D array of numbers, "
+                             f"got dtype {records.dtype} and {records.ndim} dimensions")
+    records = records.reshape(-1, 1) if records.ndim == 1 else records
+    if records.shape[1] != shape[1] or (fixed_n and records.shape[0] != shape[0]):
+        raise ParameterError(f"canary background file must have shape {shape}, got {records.shape}")
+    if not np.all(np.isfinite(records)):
+        raise ParameterError("canary background file must hold finite numbers, got NaN or inf")
+    return records.astype(np.float64)
+
+
 def default_kind(mechanism: Mechanism) -> str:
     """The tightest canary the mechanism knows for itself (the first of ``canary_kinds``)."""
     if not mechanism.canary_kinds:
@@ -101,10 +135,20 @@ class CanarySpec:
 
     # -- positions ---------------------------------------------------------
     def indices(self, mechanism: Mechanism) -> list[int | None]:
-        """The canary positions this spec asks for (``[None]`` for unordered mechanisms)."""
+        """The canary positions this spec asks for (``[None]`` for mechanisms without positions).
+
+        Raises
+        ------
+        ParameterError
+            For an index on a mechanism whose records have no positions, an
+            index out of ``1..n``, or an index listed twice.
+        """
         n = mechanism.n_records
         if n is None or not mechanism.has_positions:
-            return [None] if self.index in (None, "all") else [self._one(self.index, 10**9)]
+            if self.index is not None:
+                raise ParameterError(f"canary index applies to mechanisms whose records have positions; "
+                                     f"{mechanism.name} has none, got index={_short(self.index)}; remove it")
+            return [None]
         if self.index is None:
             return [n]
         if self.index == "all":
@@ -112,13 +156,28 @@ class CanarySpec:
         if isinstance(self.index, (list, tuple)):
             if not self.index:
                 raise ParameterError("canary index list must not be empty")
-            return [self._one(i, n) for i in self.index]
+            positions = [self._one(i, n) for i in self.index]
+            seen: set[int] = set()
+            for position in positions:
+                if position in seen:
+                    raise ParameterError(f"canary index lists position {position} twice; give each position once")
+                seen.add(position)
+            return positions
         return [self._one(self.index, n)]
+
+    def count(self, mechanism: Mechanism) -> int:
+        """How many positions :meth:`indices` would give, without building the list."""
+        n = mechanism.n_records
+        if self.index == "all" and n is not None and mechanism.has_positions:
+            return n
+        if isinstance(self.index, (list, tuple)):
+            return max(len(self.index), 1)
+        return 1
 
     @staticmethod
     def _one(value: Any, n: int) -> int:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= n:
-            raise ParameterError(f"canary index must be an integer in 1..{n} or 'all', got index={value!r}")
+            raise ParameterError(f"canary index must be an integer in 1..{n} or 'all', got index={_short(value)}")
         return int(value)
 
     # -- the pair ------------------------------------------------------------
@@ -159,15 +218,7 @@ class CanarySpec:
             return Dataset(np.zeros(shape))
         if self.background == "random":
             return Dataset(mechanism.random_background(np.random.default_rng(self.seed), shape))
-        path = Path(self.background)
-        if not path.is_file():
-            raise ParameterError(
-                f"canary background must be 'zeros', 'random' or a file, got background={self.background!r}")
-        records = np.load(path) if path.suffix == ".npy" else np.loadtxt(path, ndmin=2)
-        data = Dataset(records)
-        if data.records.shape[1] != shape[1] or (mechanism.n_records and data.n != n):
-            raise ParameterError(f"canary background file must have shape {shape}, got {data.records.shape}")
-        return data
+        return Dataset(_load_background(Path(self.background), self.background, shape, mechanism.n_records))
 
     def _relation(self, mechanism: Mechanism) -> Relation:
         if mechanism.zero_record_is_absent and self.pair in ("zero", "remove"):

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
+import numbers
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
-from dpaudit.attacks.scores import SCORES
+from dpaudit.attacks.scores import SCORES, is_fitted
+from dpaudit.audit.budget import MAX_SWEEP, Estimate, check_budget
 from dpaudit.audit.job import AUDIT_DEFAULTS, AuditJob, AuditSettings, check_setting
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import suggestion
@@ -53,10 +57,24 @@ class AuditConfig:
 
     def job(self) -> AuditJob:
         """The audit to run: one canary pair per position the config asks for."""
-        pairs = tuple(self.canary.build(self.mechanism, t) for t in self.canary.indices(self.mechanism))
+        try:
+            pairs = tuple(self.canary.build(self.mechanism, t) for t in self.canary.indices(self.mechanism))
+        except ParameterError as exc:
+            raise ConfigError(f"{self.source}: [canary] {exc}") from None
         description = {key: self.resolved[key] for key in ("mechanism", "canary", "attack")}
         return AuditJob(self.mechanism, pairs, self.score, AuditSettings(**self.audit), self.title,
                         description, self.source)
+
+    def check_budget(self, *, workers: int = 1, max_memory: int | None = None,
+                     store: str | None = None) -> Estimate:
+        """Refuse (``ConfigError`` naming the parameter) an audit that cannot fit the machine, before
+        any dataset is built (``audit.budget``)."""
+        settings = AuditSettings(**self.audit)
+        try:
+            return check_budget(self.mechanism, self.canary.count(self.mechanism), settings, workers=workers,
+                                max_memory=max_memory, store=store, fitted=is_fitted(self.score))
+        except ParameterError as exc:
+            raise ConfigError(f"{self.source}: {exc}") from None
 
     @property
     def audit_id(self) -> str:
@@ -94,6 +112,34 @@ def _with_defaults(raw: dict[str, Any], table: str, defaults: dict[str, Any], so
             raise _fail(source, table, key, f"unknown key (valid: {', '.join(defaults)}){suggestion(key, defaults)}")
         values[key] = value
     return values
+
+
+MAX_CONFIG_BYTES = 2**24  #: 16 MiB
+INT_LIMIT = 2**63 - 1  #: the largest integer the code can index with (int64)
+MAX_DEPTH = 4  #: lists in lists deeper than this are not a parameter of any mechanism
+MAX_ITEMS = 10**6  #: items in one list
+
+
+def _check_values(raw: dict[str, Any], source: str) -> None:
+    """Refuse integers beyond int64, deep nesting and huge lists, naming the key (before anything is built)."""
+    def walk(value: Any, table: str, key: str, depth: int) -> None:
+        if isinstance(value, dict):
+            if depth > 1:
+                hint = f'; quote dotted keys: "{key}.{next(iter(value), "key")}" = [...]' if table == "sweep" else ""
+                raise _fail(source, table, key, f"must not be a table{hint}")
+            for name, item in value.items():
+                walk(item, table if depth else name, name if depth else "", depth + 1)
+        elif isinstance(value, list):
+            if depth - 1 > MAX_DEPTH:
+                raise _fail(source, table, key, f"lists are nested more than {MAX_DEPTH} deep")
+            if len(value) > MAX_ITEMS:
+                raise _fail(source, table, key, f"a list of {len(value)} items, more than {MAX_ITEMS}")
+            for item in value:
+                walk(item, table, key, depth + 1)
+        elif isinstance(value, numbers.Integral) and not isinstance(value, bool) and abs(value) > INT_LIMIT:
+            raise _fail(source, table, key, f"the integer {str(value)[:30]} is beyond what can be indexed "
+                                            f"(at most {INT_LIMIT})")
+    walk(raw, "", "", 0)
 
 
 def _resolve(raw: dict[str, Any], source: str) -> dict[str, Any]:
@@ -141,6 +187,11 @@ def _expand_sweep(raw: dict[str, Any], source: str) -> list[dict[str, Any]]:
             raise _fail(source, "sweep", key, "must name a mechanism parameter or table.key")
         keys.append((table, name))
         lists.append(values)
+    combinations = math.prod(len(values) for values in lists)
+    if combinations > MAX_SWEEP:
+        sizes = " x ".join(str(len(values)) for values in lists)
+        raise _fail(source, "sweep", "", f"{sizes} = {combinations} combinations, more than {MAX_SWEEP}; "
+                                         f"split the sweep into several configs")
     combos = []
     for values in itertools.product(*lists):
         variant = copy.deepcopy({k: v for k, v in raw.items() if k != "sweep"})
@@ -151,14 +202,25 @@ def _expand_sweep(raw: dict[str, Any], source: str) -> list[dict[str, Any]]:
 
 
 def parse_config(raw: dict[str, Any], source: str = "<config>") -> list[AuditConfig]:
-    """Validate a parsed TOML document; one :class:`AuditConfig` per sweep combination."""
+    """Validate a parsed TOML document; one :class:`AuditConfig` per sweep combination.
+
+    Every key is used or refused: unknown keys, keys that do not apply to
+    the chosen mechanism (``scale`` with Gaussian noise, ``radius`` on a box),
+    a canary index on a mechanism without positions, a position listed twice
+    and a canary ``seed`` without a random background are errors naming the
+    key.
+    """
+    _check_values(raw, source)
     configs = []
     for variant in _expand_sweep(raw, source):
         resolved = _resolve(variant, source)
         try:
             config = AuditConfig(resolved, source)
+            _check_applicable(config, variant, source)
             config.canary.indices(config.mechanism)  # validates the index against n
         except ParameterError as exc:
+            if isinstance(exc, ConfigError):
+                raise
             raise ConfigError(f"{source}: {_table_of(exc)}{exc}") from None
         # fill the mechanism's defaults so the hash covers every parameter
         resolved["mechanism"] = {"name": config.mechanism.name, **config.mechanism.params}
@@ -168,11 +230,44 @@ def parse_config(raw: dict[str, Any], source: str = "<config>") -> list[AuditCon
     return configs
 
 
+def _check_applicable(config: AuditConfig, raw: dict[str, Any], source: str) -> None:
+    """Keys the user gave that would have no effect are errors naming them."""
+    unused = config.mechanism.inapplicable()
+    for key in raw.get("mechanism", {}):
+        if key in unused:
+            raise _fail(source, "mechanism", key, f"does not apply to {config.mechanism.name} here "
+                                                  f"({unused[key]}); remove it")
+    canary = raw.get("canary", {})
+    if "seed" in canary and config.canary.background != "random":
+        raise _fail(source, "canary", "seed", f"seeds a random background only, but background="
+                                              f"{config.canary.background!r}; remove it")
+    if "direction" in canary and config.canary.direction is not None:
+        dim = config.mechanism.canary_dim
+        if len(config.canary.direction) != dim:
+            raise _fail(source, "canary", "direction", f"must have {dim} numbers (the canary dimension of "
+                                                       f"{config.mechanism.name}), got {len(config.canary.direction)}")
+
+
 def _table_of(exc: Exception) -> str:
     text = str(exc)
     if text.startswith("canary"):
         return "[canary] "
     return "[mechanism] "
+
+
+def _deep_key(text: str) -> str:
+    """``[table] key`` of the first line whose value opens more than ``MAX_DEPTH`` lists (for tomllib's
+    RecursionError, which names nothing)."""
+    table = ""
+    for line in text.splitlines():
+        header = re.match(r"\s*\[([^\[\]]+)\]\s*(#.*)?$", line)
+        if header:
+            table = header.group(1).strip()
+            continue
+        value = re.match(r"\s*([A-Za-z0-9_.\-\"']+)\s*=\s*(\[[\s\[]*)", line)
+        if value and value.group(2).count("[") > MAX_DEPTH:
+            return f"[{table}] {value.group(1)}" if table else value.group(1)
+    return "a value"
 
 
 def load_configs(paths: list[str | Path]) -> list[AuditConfig]:
@@ -182,11 +277,18 @@ def load_configs(paths: list[str | Path]) -> list[AuditConfig]:
         file = Path(path)
         if not file.is_file():
             raise ConfigError(f"{path}: no such config file")
+        if file.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: {file.stat().st_size} bytes is too large for a config "
+                              f"(at most {MAX_CONFIG_BYTES})")
+        text = ""
         try:
-            raw = tomllib.loads(file.read_text(encoding="utf-8"))
+            text = file.read_text(encoding="utf-8")
+            raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML ({exc})") from None
         except UnicodeDecodeError:
             raise ConfigError(f"{path}: not a UTF-8 text file") from None
+        except RecursionError:
+            raise ConfigError(f"{path}: {_deep_key(text)}: lists are nested more than {MAX_DEPTH} deep") from None
         configs.extend(parse_config(raw, str(path)))
     return configs

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import sys
 import time
 from collections import Counter
@@ -27,6 +28,7 @@ from joblib import Parallel, delayed
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import ScoreFunction, fit_score, is_fitted
 from dpaudit.audit.assemble import assemble
+from dpaudit.audit.budget import check_budget
 from dpaudit.audit.fingerprint import code_version
 from dpaudit.audit.job import AuditJob
 from dpaudit.audit.result import AuditResult
@@ -71,6 +73,7 @@ class RunOptions:
     backend: str = "local"
     scheduler: str | None = None
     progress: bool = True
+    max_memory: int | None = None
 
 
 @dataclasses.dataclass
@@ -181,6 +184,10 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
     and code) is reused, never recomputed.
     """
     started = time.perf_counter()
+    workers = 1 if options.backend == "dask" else (options.workers or os.cpu_count() or 1)
+    for job in jobs:
+        check_budget(job.mechanism, len(job.pairs), job.settings, workers=workers, max_memory=options.max_memory,
+                     store=options.store, fitted=is_fitted(job.score))
     with Store(options.store) as store:
         plans = []
         for job in jobs:

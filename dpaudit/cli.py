@@ -82,6 +82,11 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _shorten(message: str, limit: int = 400) -> str:
+    """One line of at most ``limit`` characters."""
+    return message if len(message) <= limit else message[: limit - 3] + "..."
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     parser = _build_parser()
@@ -95,7 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if isinstance(exc, KeyError):
             message = f"unknown name {message}"
-        print(f"dpaudit: error: {message}", file=sys.stderr)
+        print(f"dpaudit: error: {_shorten(message)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except MemoryError:
+        print("dpaudit: error: out of memory; lower --trials, [audit] chunk_size or the model size, "
+              "or raise --max-memory only if the machine has it", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("dpaudit: interrupted; finished chunks are stored", file=sys.stderr)

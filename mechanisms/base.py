@@ -219,6 +219,29 @@ class Mechanism(abc.ABC):
         """
         raise NotExact(f"no exact accountant for mechanism {self.name!r}")
 
+    def inapplicable(self) -> dict[str, str]:
+        """Parameters that have no effect for these values of the others, each with the reason.
+
+        Configs refuse such a key when it is given, :func:`make` when it is
+        given a value other than its default, and reports leave them out.
+        """
+        return {}
+
+    def working_bytes(self, trials: int) -> int:
+        """A rough upper estimate of the memory one call ``sample(trials=trials)`` needs, in bytes.
+
+        Tiles of :data:`tiles.TILE_TRIALS` rows run in :func:`tiles.threads`
+        threads, each holding a few arrays of ``output_dim + canary_dim``
+        columns; the output and its snapped copy take ``trials * output_dim``
+        floats twice; the dataset is converted a few times. Mechanisms whose
+        steps hold larger arrays (per-example gradients) add their own.
+        """
+        rows = min(trials, tiles.TILE_TRIALS) * max(tiles.threads(), 1)
+        per_tile = rows * (self.output_dim + self.canary_dim) * 8 * 4
+        output = trials * self.output_dim * 8 * 2
+        data = (self.n_records or 1) * self.record_dim * 8 * 4
+        return per_tile + output + data
+
     # -- shared behaviour ------------------------------------------------
     @property
     def params(self) -> dict[str, Any]:
@@ -366,7 +389,14 @@ def make(name: str, /, **params: Any) -> Mechanism:
                and f.name not in params]
     if missing:
         raise ParameterError(f"mechanism {name!r} needs parameter {missing[0]!r}")
-    return cls(**params)
+    mechanism = cls(**params)
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    for key, reason in mechanism.inapplicable().items():
+        value = params.get(key)
+        if key in params and value is not None and value != defaults[key]:
+            raise ParameterError(f"parameter {key!r} does not apply to mechanism {name!r} here ({reason}), "
+                                 f"got {key}={value!r}")
+    return mechanism
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

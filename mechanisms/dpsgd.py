@@ -23,7 +23,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from dpaudit.mechanisms import noise
+from dpaudit.mechanisms import noise, tiles
 from dpaudit.mechanisms.base import param, register
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
@@ -97,6 +97,11 @@ class DPSGD(IterativeMechanism):
     @property
     def record_dim(self) -> int:
         return self.loss_function.record_dim
+
+    def working_bytes(self, trials: int) -> int:
+        """Adds the batch masks and per-example gradients: ``(tile, n, dim + 1)`` floats per thread."""
+        rows = min(trials, tiles.TILE_TRIALS) * max(tiles.threads(), 1)
+        return super().working_bytes(trials) + rows * self.n * (self.dim + 1) * 8 * 2
 
     def batch_mask(self, trials: int, rng: np.random.Generator, dtype: torch.dtype) -> torch.Tensor:
         """0/1 membership of each record in each trial's batch, shape ``(trials, n)``."""

@@ -45,8 +45,12 @@ class IterativeMechanism(Mechanism):
         if isinstance(self.init, numbers.Real) and not isinstance(self.init, bool) and self.dim == 1:
             object.__setattr__(self, "init", (self.init,))  # a scalar start point of a one-dimensional model
         if isinstance(self.init, (list, tuple)):
+            if len(self.init) != self.dim or not all(isinstance(v, numbers.Real) and not isinstance(v, bool)
+                                                     for v in self.init):
+                raise ParameterError(f"init must be 'center', 'boundary' or {self.dim} finite numbers, "
+                                     f"got a list of {len(self.init)} items")
             values = tuple(float(v) for v in self.init)
-            if len(values) != self.dim or not all(math.isfinite(v) for v in values):
+            if not all(math.isfinite(v) for v in values):
                 raise ParameterError(
                     f"init must be 'center', 'boundary' or {self.dim} finite numbers, "
                     f"got init={list(self.init)!r}")
@@ -61,6 +65,22 @@ class IterativeMechanism(Mechanism):
             domain.boundary_point(self.dim)
 
     canary_kinds = ("gradient", "input", "boundary")
+
+    def inapplicable(self) -> dict[str, str]:
+        unused = {}
+        if self.domain != "ball":
+            unused["radius"] = f"domain={self.domain!r} has no radius"
+        if self.domain != "box":
+            unused["low"] = unused["high"] = f"domain={self.domain!r} has no coordinate ends"
+        noise = getattr(self, "noise", None)
+        if noise == "gaussian" and hasattr(self, "scale"):
+            unused["scale"] = "noise='gaussian' takes sigma"
+        if noise == "laplace" and hasattr(self, "sigma"):
+            unused["sigma"] = "noise='laplace' takes scale"
+        loss = getattr(self, "loss", None)
+        if loss is not None and loss != "quadratic":
+            unused["smoothness"] = f"loss={loss!r} has its own smoothness; only loss='quadratic' takes one"
+        return unused
 
     @property
     def canary_dim(self) -> int:

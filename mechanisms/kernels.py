@@ -66,6 +66,12 @@ class ProjectedKernel(IterativeMechanism):
 
     canary_kinds = ("reset", "input", "gradient", "boundary")
 
+    def inapplicable(self) -> dict[str, str]:
+        unused = super().inapplicable()
+        if self.step != "contraction":
+            unused["contraction"] = f"step={self.step!r} does not contract"
+        return unused
+
     def canary_records(self, u: np.ndarray, *, reset: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         # a record is (shift, reset flag); the flag is public, shared by both datasets
         flag = 1.0 if reset else 0.0

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from dpaudit.cli import EXIT_OK, EXIT_VIOLATION, count, emit_json
+from dpaudit.audit.budget import parse_size
 from dpaudit.audit.config import load_configs
 from dpaudit.audit.result import AuditResult
 from dpaudit.audit.runner import RunOptions, run_audits
@@ -38,8 +40,12 @@ def _run(args: argparse.Namespace, *, check: bool) -> int:
     if args.trials is not None:
         configs = [config.with_trials(args.trials) for config in configs]
     show_progress = not args.quiet and (not args.json or sys.stderr.isatty())
+    max_memory = parse_size(args.max_memory) if args.max_memory is not None else None
+    workers = 1 if args.backend == "dask" else (args.workers or os.cpu_count() or 1)
+    for config in configs:  # before any dataset is built
+        config.check_budget(workers=workers, max_memory=max_memory, store=args.store)
     options = RunOptions(store=args.store, workers=args.workers, backend=args.backend,
-                         scheduler=args.scheduler, progress=show_progress)
+                         scheduler=args.scheduler, progress=show_progress, max_memory=max_memory)
     documents = run_audits([config.job() for config in configs], options)
     written = _write_outputs(documents, args.out) if args.out else []
     if not args.quiet:
@@ -67,6 +73,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="directory for reports (JSON, Markdown, HTML)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    parser.add_argument("--max-memory", metavar="SIZE",
+                        help="memory an audit may use, e.g. 8GiB (default: half of the machine's memory)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
