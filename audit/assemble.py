@@ -34,7 +34,12 @@ def _empirical(results: dict[str, Any], trials: int) -> Empirical:
 
 def _exact(pair: CanaryPair, delta: float, certified: int, confidence: float) -> tuple[dict, float] | None:
     """The exact value of a one-dimensional instance and its statistical ceiling (docs/theory.md 3.4, 5)."""
-    from dpaudit.mechanisms.accounting.instances import exact_epsilon, exact_laws, likelihood_ratio_law
+    from dpaudit.mechanisms.accounting.instances import (
+        exact_delta_curve,
+        exact_epsilon,
+        exact_laws,
+        likelihood_ratio_law,
+    )
 
     try:  # the accountant remembers each instance's laws and values (audits of one pair come in runs)
         laws = exact_laws(pair.mechanism, pair.dataset_a, pair.dataset_b)
@@ -45,7 +50,10 @@ def _exact(pair: CanaryPair, delta: float, certified: int, confidence: float) ->
     claim = {"name": "exact-instance", "citation": "numerical E_gamma of this instance (docs/theory.md 5, exact1d)",
              "relation": str(pair.relation), "kind": "exact-instance", "applicable": True, "reason": "",
              "index": pair.index, "epsilon": value if value != float("inf") else None, "delta": delta,
-             "notes": ["the exact value of this instance (a lower bound on the worst case), not a guarantee"]}
+             "notes": ["the exact value of this instance (a lower bound on the worst case), not a guarantee"],
+             "profile": {"epsilons": list(PROFILE_EPSILONS),
+                         "deltas": exact_delta_curve(pair.mechanism, pair.dataset_a, pair.dataset_b, PROFILE_EPSILONS,
+                                                     laws=laws).tolist()}}
     return claim, ceiling
 
 
@@ -131,6 +139,7 @@ def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str
     return AuditResult(
         audit_id=job.audit_id, title=job.title,
         mechanism={"name": job.mechanism.name, "params": job.mechanism.params,
+                   "inapplicable": sorted(job.mechanism.inapplicable()),
                    "release_grid": job.mechanism.release_grid}, canary=canary,
         attack=dict(job.description.get("attack", {"score": job.score})), audit=settings.to_dict(),
         seed=settings.seed, code_version=code_version(), code_fingerprint=job.code_fingerprint,

@@ -217,7 +217,8 @@ def parse_config(raw: dict[str, Any], source: str = "<config>") -> list[AuditCon
         try:
             config = AuditConfig(resolved, source)
             _check_applicable(config, variant, source)
-            config.canary.indices(config.mechanism)  # validates the index against n
+            if config.canary.index != "all" or not config.mechanism.has_positions:
+                config.canary.indices(config.mechanism)  # validates the index against n (without listing "all")
         except ParameterError as exc:
             if isinstance(exc, ConfigError):
                 raise

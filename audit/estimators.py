@@ -235,7 +235,9 @@ def _failure_split(beta: float, plan: ThresholdPlan) -> dict[str, Any]:
 
 def _round_down(value: float) -> float:
     # a certified lower bound must never be overstated
-    return max(float(np.nextafter(value, -np.inf)), 0.0) if np.isfinite(value) else 0.0
+    if not np.isfinite(value) or value <= 0:
+        return 0.0
+    return max(float(np.nextafter(value, -np.inf)), 0.0)
 
 
 # -- epsilon -----------------------------------------------------------------------

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import math
 import os
+import socket
 import sys
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
 
@@ -35,7 +38,7 @@ from dpaudit.audit.result import AuditResult
 from dpaudit.audit.store import ChunkKey, Store, new_owner
 from dpaudit.mechanisms.errors import DPAuditError, ParameterError
 
-__all__ = ["RunOptions", "calibration_trials", "chunk_sizes", "run_audits", "unit_seed"]
+__all__ = ["RunOptions", "calibration_trials", "check_scheduler", "chunk_sizes", "run_audits", "unit_seed"]
 _SIDES = {"a": 0, "b": 1}
 _PARTS = {"cal": 0, "cert": 1}
 
@@ -74,6 +77,7 @@ class RunOptions:
     scheduler: str | None = None
     progress: bool = True
     max_memory: int | None = None
+    verbose: bool = False
 
 
 @dataclasses.dataclass
@@ -120,21 +124,55 @@ def _backend(options: RunOptions) -> Iterator[int]:
         raise ParameterError(f"backend must be 'local' or 'dask', got backend={options.backend!r}")
     if not options.scheduler:
         raise ParameterError("backend 'dask' needs --scheduler ADDRESS (e.g. tcp://127.0.0.1:8786)")
+    address = check_scheduler(options.scheduler)
     try:
         from dask.distributed import Client
     except ImportError:
         raise DPAuditError("backend 'dask' needs the distributed extra: pip install 'dpaudit[distributed]'") from None
     import joblib
 
+    if not options.verbose:
+        for name in ("distributed", "tornado", "bokeh"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
-        client = Client(options.scheduler, timeout=30)
-    except OSError as exc:
-        raise DPAuditError(f"cannot reach the Dask scheduler at {options.scheduler} ({exc})") from None
+        client = Client(address, timeout=10)
+    except (OSError, TimeoutError) as exc:
+        raise DPAuditError(f"cannot reach the Dask scheduler at {address} ({type(exc).__name__})") from None
     try:
         with joblib.parallel_config(backend="dask"):
             yield workers or -1
+    except DPAuditError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a cluster failure mid-run, in one line
+        raise DPAuditError(f"the Dask cluster at {address} failed during the run ({type(exc).__name__}); finished "
+                           f"chunks are stored: run again to resume") from None
     finally:
-        client.close()
+        with contextlib.suppress(Exception):
+            client.close(timeout=5)
+
+
+def check_scheduler(address: str, timeout: float = 3.0) -> str:
+    """``tcp://host:port`` of a reachable scheduler, or a one-line error (checked before Dask starts)."""
+    try:
+        parsed = urllib.parse.urlsplit(address if "://" in address else f"tcp://{address}")
+    except ValueError:
+        raise ParameterError(f"scheduler must be an address such as tcp://127.0.0.1:8786, got {address!r}") from None
+    if parsed.scheme == "tls":
+        raise ParameterError(f"scheduler {address!r}: tls:// needs certificates dpaudit does not take; use a "
+                             "tcp:// address (e.g. through an SSH tunnel)")
+    if parsed.scheme not in ("tcp", "inproc", "ucx", "ws", "wss") or not parsed.hostname:
+        raise ParameterError(f"scheduler must be an address such as tcp://127.0.0.1:8786, got {address!r}")
+    try:
+        port = parsed.port or 8786
+    except ValueError:
+        raise ParameterError(f"scheduler {address!r} has an invalid port") from None
+    if parsed.scheme == "tcp":
+        try:
+            socket.create_connection((parsed.hostname, port), timeout=timeout).close()
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise DPAuditError(f"cannot reach the Dask scheduler at {parsed.hostname}:{port} ({reason})") from None
+    return f"{parsed.scheme}://{parsed.hostname}:{port}"
 
 
 def _execute(tasks: list[tuple], store: Store, n_jobs: int, progress: bool, label: str,

@@ -86,7 +86,12 @@ class StreamingCertifier:
         pooled = np.concatenate([cal_a, cal_b])
         low, high = np.quantile(pooled, [0.0005, 0.9995])
         self.edges = np.linspace(low, high, bins + 1) if high > low else np.linspace(low - 1, low + 1, bins + 1)
-        self.roc_thresholds = np.unique(np.quantile(pooled, np.linspace(0, 1, points)))
+        # the ROC is oriented like the epsilon bound; its thresholds are calibration quantiles, dense in
+        # both tails so that low false-positive rates (1e-3 and below) are resolved
+        self.sign = self.plans["epsilon"].sign
+        tails = np.geomspace(1e-6, 0.5, points // 4)
+        levels = np.concatenate([np.linspace(0, 1, points // 2), tails, 1 - tails])
+        self.roc_thresholds = np.unique(np.quantile(self.sign * pooled, np.clip(levels, 0, 1)))
         self.counts = {name: {side: np.zeros(plan.thresholds.size) for side in _SIDES}
                        for name, plan in self.plans.items()}
         self.histogram = {side: np.zeros(bins, dtype=np.int64) for side in _SIDES}
@@ -101,9 +106,14 @@ class StreamingCertifier:
         for name, plan in self.plans.items():
             self.counts[name][side] += plan.count(side, chunk)
         self.histogram[side] += np.histogram(chunk, self.edges)[0]
-        ordered = np.sort(chunk)
+        ordered = np.sort(self.sign * chunk)
         self.above[side] += ordered.size - np.searchsorted(ordered, self.roc_thresholds, side="left")
         self.trials[side] += int(chunk.size)
+
+    def _roc(self) -> dict[str, Any]:
+        fpr, tpr = self.above["a"] / self.trials["a"], self.above["b"] / self.trials["b"]
+        return {"fpr": fpr.tolist(), "tpr": tpr.tolist(), "orientation": self.plans["epsilon"].orientation,
+                **_roc_summary(fpr, tpr)}
 
     def _counts(self, name: str) -> Counts:
         return Counts(self.counts[name]["a"], self.counts[name]["b"], self.trials["a"], self.trials["b"])
@@ -121,13 +131,26 @@ class StreamingCertifier:
             "profile": finish_profile(self.plans["profile"], self._counts("profile"), epsilons=PROFILE_EPSILONS,
                                       confidence=self.confidence),
             "distributions": {
-                "roc": {"fpr": (self.above["a"] / self.trials["a"]).tolist(),
-                        "tpr": (self.above["b"] / self.trials["b"]).tolist()},
+                "roc": self._roc(),
                 "histogram": {"edges": self.edges.tolist(), "a": self.histogram["a"].tolist(),
                               "b": self.histogram["b"].tolist()},
             },
             "trials": dict(self.trials),
         }
+
+
+def _roc_summary(fpr: np.ndarray, tpr: np.ndarray, at: float = 1e-3) -> dict[str, float]:
+    """Area under the (binned) ROC by the trapezoid rule, and the largest TPR at FPR <= ``at``.
+
+    Empirical figures of the certification trials, for reading the report;
+    they are not certified.
+    """
+    order = np.lexsort((tpr, fpr))
+    x = np.concatenate([[0.0], fpr[order], [1.0]])
+    y = np.concatenate([[0.0], tpr[order], [1.0]])
+    area = float(np.sum(np.diff(x) * (y[1:] + y[:-1]) / 2))
+    low = tpr[fpr <= at]
+    return {"auc": area, "tpr_at_fpr": float(low.max()) if low.size else 0.0, "fpr_level": at}
 
 
 def certify_source(source: ScoreSource, *, delta: float, confidence: float, threshold: str) -> dict[str, Any]:

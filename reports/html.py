@@ -7,11 +7,22 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from dpaudit.reports import plots
-from dpaudit.reports.text import claims_rows, gdp_sentence, release_text, verdict_sentence
+from dpaudit.reports.text import (
+    INDEX_COLUMNS,
+    _plain_num,
+    claims_rows,
+    gdp_sentence,
+    index_rows,
+    reading_guide,
+    release_text,
+    shown_params,
+    verdict_sentence,
+)
 
 __all__ = ["html"]
 
 _ENV = Environment(loader=PackageLoader("dpaudit.reports", "templates"), autoescape=select_autoescape(["html", "j2"]))
+_ENV.filters["num"] = _plain_num
 
 
 def html(document: dict[str, Any]) -> str:
@@ -27,4 +38,5 @@ def html(document: dict[str, Any]) -> str:
         doc=document, sentence=verdict_sentence(document), gdp=gdp_sentence(document), figures=figures,
         release=release_text(document["mechanism"].get("release_grid")),
         claims=claims_rows(document["claims"], document.get("tightness", {})),
-        per_index=document["per_index"])
+        guide=reading_guide(document), params=shown_params(document["mechanism"]),
+        index_columns=INDEX_COLUMNS, index_rows=index_rows(document))

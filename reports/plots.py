@@ -13,11 +13,12 @@ from typing import Any
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 __all__ = ["epsilon_by_index", "histograms", "privacy_profile", "roc", "to_svg"]
 
 # Applied per figure (matplotlib.rc_context): importing this module changes no global setting.
-_STYLE = {"svg.fonttype": "none", "figure.dpi": 96, "font.size": 9,
+_STYLE = {"svg.fonttype": "none", "figure.dpi": 96, "font.size": 10,
           "axes.spines.top": False, "axes.spines.right": False}
 _PROLOG = re.compile(r"^.*?(?=<svg)", re.S)
 _METADATA = re.compile(r"<metadata>.*?</metadata>", re.S)
@@ -43,89 +44,136 @@ def _finite(values):
     return [v if v is not None and math.isfinite(v) else math.nan for v in values]
 
 
+_MARKERS = ("s", "^", "D", "v", "P", "X", "<", ">")
+_LINES = ("-", "--", "-.", ":")
+
+
+def _distinct(number: int) -> dict[str, Any]:
+    """Marker and line style of the ``number``-th curve: overlapping curves stay distinguishable."""
+    return {"marker": _MARKERS[number % len(_MARKERS)], "linestyle": _LINES[number % len(_LINES)],
+            "markersize": 5, "markerfacecolor": "none", "alpha": 0.9}
+
+
+def _label(text: Any) -> str:
+    """A legend label from result text: no mathtext (``$``), not hidden (a leading ``_``), one line."""
+    printable = "".join(ch for ch in str(text) if ch.isprintable() or ch.isspace())
+    clean = " ".join(printable.split()).replace("$", r"\$")
+    return clean.lstrip("_") or "?"
+
+
+def _legend(axes) -> None:
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+
+
 def epsilon_by_index(document: dict[str, Any]) -> str:
     """Certified epsilon by canary index, every applicable claim, exact values and the ceiling."""
     rows = [r for r in document["per_index"] if r["index"] is not None] or document["per_index"]
     x = [r["index"] if r["index"] is not None else 0 for r in rows]
-    figure, axes = new_figure(figsize=(6.4, 3.6))
+    figure, axes = new_figure(figsize=(8.0, 4.2))
     names = []
     for row in rows:
         for claim in row["claims"]:
             if claim["applicable"] and claim["name"] not in names:
                 names.append(claim["name"])
-    for name in names:
+    for number, name in enumerate(names):
         values = []
         for row in rows:
             match = next((c for c in row["claims"] if c["name"] == name and c["applicable"]), None)
             values.append(match["epsilon"] if match else None)
         kind = next((c.get("kind") for r in rows for c in r["claims"] if c["name"] == name), "upper-bound")
-        style = dict(marker="s", linestyle=":") if kind == "exact-instance" else dict(marker=".", linestyle="-")
-        axes.plot(x, _finite(values), label=f"{name} ({'exact' if kind == 'exact-instance' else 'claim'})", **style)
+        axes.plot(x, _finite(values), label=_label(f"{name} ({'exact value' if kind == 'exact-instance' else 'claim'})"),
+                  **_distinct(number))
     lower = [r["empirical"]["epsilon_lower_bound"] for r in rows]
-    axes.plot(x, lower, color="black", marker="o", linewidth=2,
-              label=f"certified lower bound ({rows[0]['empirical']['confidence']:.3g} each)")
+    confidence = rows[0]["empirical"]["confidence"]
+    axes.plot(x, lower, color="black", marker="o", linewidth=2.5,
+              label=f"certified lower bound (confidence {confidence:.3g} each)")
     ceilings = [r.get("ceiling") for r in rows]
     if any(c is not None for c in ceilings):
-        axes.plot(x, _finite(ceilings), color="grey", linestyle="--", label="statistical ceiling")
-    axes.set_xlabel("canary index t")
+        axes.plot(x, _finite(ceilings), color="grey", linestyle="--", marker="_", label="statistical ceiling")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=min(len(x), 10)))
+    if len(x) == 1:  # one position: a short axis around it, its number as the only tick
+        axes.set_xlim(x[0] - 1, x[0] + 1)
+        axes.set_xticks(x)
+    axes.set_xlabel("canary index t (position of the canary record)")
     axes.set_ylabel("epsilon at the audit's delta")
     axes.set_ylim(bottom=0)
-    axes.legend(fontsize=7, loc="best")
+    _legend(axes)
     axes.set_title("Epsilon by canary position")
     return to_svg(figure)
 
 
 def privacy_profile(document: dict[str, Any]) -> str:
-    """Certified ``delta_lb(eps)`` under the claimed ``delta(eps)`` curves (log scale)."""
-    empirical = document["empirical"]["profile"]
-    figure, axes = new_figure(figsize=(6.4, 3.6))
-    for claim in document["claims"]:
+    """Certified ``delta_lb(eps)`` under the claimed and exact ``delta(eps)`` curves, at the strongest index."""
+    row = _strongest(document)
+    empirical = row["empirical"]["profile"]
+    figure, axes = new_figure(figsize=(8.0, 4.2))
+    number = 0
+    for claim in row["claims"]:
         curve = claim.get("profile")
         if claim["applicable"] and curve:
-            axes.plot(curve["epsilons"], [max(d, 1e-300) for d in curve["deltas"]], label=claim["name"])
+            exact = claim.get("kind") == "exact-instance"
+            style = {"color": "tab:red", "linewidth": 2} if exact else _distinct(number)
+            number += 0 if exact else 1
+            axes.plot(curve["epsilons"], [max(d, 1e-300) for d in curve["deltas"]],
+                      label=_label(f"{claim['name']} ({'exact value' if exact else 'claim'})"), **style)
     deltas = [d if d > 0 else math.nan for d in empirical["delta_lower_bounds"]]
-    axes.plot(empirical["epsilons"], deltas, color="black", marker="o", markersize=3, linewidth=2,
+    axes.plot(empirical["epsilons"], deltas, color="black", marker="o", markersize=3, linewidth=2.5,
               label="certified lower bound")
+    delta = document["empirical"]["delta"]
+    if delta and delta > 0:
+        axes.axhline(delta, color="grey", linestyle=":", linewidth=1, label=f"the audit's delta = {delta:g}")
     axes.set_yscale("log")
     axes.set_ylim(1e-8, 1.5)
     axes.set_xlabel("epsilon")
     axes.set_ylabel("delta(epsilon)")
-    axes.legend(fontsize=7)
-    axes.set_title("Privacy profile")
+    _legend(axes)
+    where = f" at canary index {row['index']}" if row.get("index") is not None else ""
+    axes.set_title(f"Privacy profile{where}")
     return to_svg(figure)
 
 
 def roc(document: dict[str, Any]) -> str:
-    """The distinguisher's ROC (TPR against FPR) on log axes, at the strongest index."""
+    """The distinguisher's ROC (TPR against FPR) on log axes, with its AUC and TPR at a low FPR."""
     row = _strongest(document)
     data = row["distributions"]["roc"]
-    figure, axes = new_figure(figsize=(4.2, 3.6))
+    figure, axes = new_figure(figsize=(5.2, 4.4))
     points = [(f, t) for f, t in zip(data["fpr"], data["tpr"]) if f > 0 and t > 0]
+    label = "distinguisher"
+    if "auc" in data:
+        label = f"AUC {data['auc']:.3f}; TPR {data['tpr_at_fpr']:.3f} at FPR {data['fpr_level']:g}"
     if points:
         fpr, tpr = zip(*points)
-        axes.plot(fpr, tpr, color="black")
-    axes.plot([1e-6, 1], [1e-6, 1], color="grey", linestyle=":")
+        axes.plot(fpr, tpr, color="black", linewidth=2, label=label)
+    axes.plot([1e-6, 1], [1e-6, 1], color="grey", linestyle=":", label="chance")
+    if "fpr_level" in data:
+        axes.axvline(data["fpr_level"], color="tab:blue", linestyle="--", linewidth=1)
     axes.set_xscale("log")
     axes.set_yscale("log")
-    axes.set_xlabel("false positive rate")
+    axes.set_xlabel("false positive rate (S called S')")
     axes.set_ylabel("true positive rate")
-    axes.set_title("ROC of the distinguisher")
+    axes.legend(fontsize=8, loc="lower right")
+    where = f" (canary index {row['index']})" if row.get("index") is not None else ""
+    axes.set_title(f"ROC of the distinguisher{where}")
     return to_svg(figure)
 
 
 def histograms(document: dict[str, Any]) -> str:
-    """Score histograms on S and S' at the strongest index."""
-    data = _strongest(document)["distributions"]["histogram"]
+    """Score histograms on S (holds the canary record) and S' (its neighbour)."""
+    row = _strongest(document)
+    data = row["distributions"]["histogram"]
     edges = data["edges"]
     centres = [(a + b) / 2 for a, b in zip(edges[:-1], edges[1:])]
     width = edges[1] - edges[0]
-    figure, axes = new_figure(figsize=(4.2, 3.6))
-    axes.bar(centres, data["a"], width=width, alpha=0.55, label="S")
-    axes.bar(centres, data["b"], width=width, alpha=0.55, label="S'")
-    axes.set_xlabel("score")
+    figure, axes = new_figure(figsize=(5.2, 4.4))
+    neighbour = {"remove": "S': canary removed", "zero": "S': canary replaced by a zero record"}.get(
+        document.get("canary", {}).get("pair"), "S': canary replaced by its opposite")
+    axes.bar(centres, data["a"], width=width, alpha=0.55, label="S: holds the canary")
+    axes.bar(centres, data["b"], width=width, alpha=0.55, label=neighbour)
+    axes.set_xlabel("score of one trial's output")
     axes.set_ylabel("trials")
-    axes.legend()
-    axes.set_title("Scores on S and S'")
+    axes.legend(fontsize=8)
+    where = f" at canary index {row['index']}" if row.get("index") is not None else ""
+    axes.set_title(f"Scores on S and S'{where}")
     return to_svg(figure)
 
 

@@ -174,3 +174,56 @@ def test_max_memory_flag(tmp_path, capsys):
     assert "budget of 100.0 MiB" in capsys.readouterr().err
     assert main(["run", str(config), "--store", str(tmp_path / "s.sqlite"), "--max-memory", "lots"]) == 2
     assert "max-memory must be a size" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("address, words", [
+    ("tls://127.0.0.1:8786", "tls:// needs certificates"),
+    ("tcp://127.0.0.1:1", "cannot reach the Dask scheduler at 127.0.0.1:1"),
+    ("tcp://127.0.0.1:99999", "invalid port"),
+    ("http://[::1", "scheduler"),
+    ("ftp://host:21", "scheduler must be an address"),
+])
+def test_bad_dask_schedulers_fail_fast_in_one_line(address, words, tmp_path, capsys):
+    config = tmp_path / "ok.toml"
+    config.write_text(PNSGD + AUDIT)
+    started = time.perf_counter()
+    code = main(["run", str(config), "--store", str(tmp_path / "s.sqlite"), "--backend", "dask",
+                 "--scheduler", address])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and words in err[0], err
+    assert time.perf_counter() - started < 10
+
+
+@pytest.mark.parametrize("values, words", [
+    (np.zeros((50, 2)), "shape (50, 2)"),
+    (np.ones(50) + 1j, "complex"),
+    (np.ones(50, dtype=bool), "booleans"),
+    (np.array(["a"] * 50), "<U1 values"),
+])
+def test_estimate_refuses_what_is_not_one_real_score_per_trial(values, words, tmp_path, capsys):
+    bad = tmp_path / "bad.npy"
+    np.save(bad, values)
+    good = tmp_path / "good.npy"
+    np.save(good, np.zeros(50))
+    assert main(["estimate", "--scores-a", str(bad), "--scores-b", str(good), "--delta", "1e-5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--scores-a" in err[0] and words in err[0], err
+
+
+def test_estimate_of_constant_scores_is_a_clean_zero(tmp_path, capsys, recwarn):
+    constant = tmp_path / "c.npy"
+    np.save(constant, np.ones(1000))
+    assert main(["estimate", "--scores-a", str(constant), "--scores-b", str(constant), "--delta", "1e-5",
+                 "--json"]) == 0
+    import json
+
+    document = json.loads(capsys.readouterr().out)
+    assert document["empirical"]["epsilon_lower_bound"] == 0.0 and document["empirical"]["mu_lower_bound"] == 0.0
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_estimate_never_quotes_the_file(tmp_path, capsys):
+    text = tmp_path / "words.txt"
+    text.write_text("secret-token 1 2\n")
+    assert main(["estimate", "--scores-a", str(text), "--scores-b", str(text), "--delta", "1e-5"]) == 2
+    assert "secret-token" not in capsys.readouterr().err

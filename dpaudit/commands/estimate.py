@@ -19,9 +19,20 @@ def load_scores(path: str, name: str) -> np.ndarray:
         raise UsageError(f"{name}: no such file {path!r}")
     try:
         values = np.load(file, allow_pickle=False) if file.suffix == ".npy" else np.loadtxt(file, ndmin=1)
-    except (ValueError, OSError) as exc:
-        raise UsageError(f"{name}: cannot read numbers from {path!r} ({str(exc).splitlines()[0]})") from None
-    return np.asarray(values, dtype=float).ravel()
+    except (ValueError, OSError, EOFError):  # the message would quote the file: say what was expected instead
+        kind = "a .npy array of numbers (pickled objects are refused)" if file.suffix == ".npy" else \
+            "a text file of numbers (one per line or separated by spaces)"
+        raise UsageError(f"{name}: {path!r} is not {kind}") from None
+    values = np.asarray(values)
+    if values.dtype.kind == "b":
+        raise UsageError(f"{name}: {path!r} holds booleans; scores must be real numbers")
+    if values.dtype.kind == "c":
+        raise UsageError(f"{name}: {path!r} holds complex numbers; scores must be real numbers")
+    if values.dtype.kind not in "iuf":
+        raise UsageError(f"{name}: {path!r} holds {values.dtype} values; scores must be real numbers")
+    if values.ndim != 1:
+        raise UsageError(f"{name}: {path!r} has shape {values.shape}; scores must be one number per trial (1-D)")
+    return values.astype(float)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -34,7 +34,8 @@ def _run(args: argparse.Namespace) -> int:
 
     result = _load(args.result, args.store)
     write_text_atomic(Path(args.out), render(result, args.format))
-    print(f"wrote {args.out} ({args.format} report of audit {result.audit_id})", file=sys.stderr)
+    audit_id = "".join(ch if ch.isprintable() else "?" for ch in str(result.audit_id))[:40]
+    print(f"wrote {args.out} ({args.format} report of audit {audit_id})", file=sys.stderr)
     return 0
 
 

@@ -6,11 +6,11 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from dpaudit.cli import EXIT_OK, EXIT_VIOLATION, count, emit_json
+from dpaudit.cli import EXIT_OK, EXIT_VIOLATION, UsageError, count, emit_json
 from dpaudit.audit.budget import parse_size
 from dpaudit.audit.config import load_configs
 from dpaudit.audit.result import AuditResult
-from dpaudit.audit.runner import RunOptions, run_audits
+from dpaudit.audit.runner import RunOptions, check_scheduler, run_audits
 from dpaudit.audit.verdict import combine
 
 
@@ -36,6 +36,10 @@ def _write_outputs(documents: list[AuditResult], out: str) -> list[str]:
 
 
 def _run(args: argparse.Namespace, *, check: bool) -> int:
+    if args.backend == "dask":
+        if not args.scheduler:
+            raise UsageError("--backend dask needs --scheduler ADDRESS (e.g. tcp://127.0.0.1:8786)")
+        check_scheduler(args.scheduler)
     configs = load_configs(args.configs)
     if args.trials is not None:
         configs = [config.with_trials(args.trials) for config in configs]
@@ -45,7 +49,8 @@ def _run(args: argparse.Namespace, *, check: bool) -> int:
     for config in configs:  # before any dataset is built
         config.check_budget(workers=workers, max_memory=max_memory, store=args.store)
     options = RunOptions(store=args.store, workers=args.workers, backend=args.backend,
-                         scheduler=args.scheduler, progress=show_progress, max_memory=max_memory)
+                         scheduler=args.scheduler, progress=show_progress, max_memory=max_memory,
+                         verbose=args.verbose)
     documents = run_audits([config.job() for config in configs], options)
     written = _write_outputs(documents, args.out) if args.out else []
     if not args.quiet:
@@ -73,6 +78,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="directory for reports (JSON, Markdown, HTML)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    parser.add_argument("--verbose", action="store_true", help="show Dask's own logging")
     parser.add_argument("--max-memory", metavar="SIZE",
                         help="memory an audit may use, e.g. 8GiB (default: half of the machine's memory)")
 

@@ -49,6 +49,11 @@ def test_figures_use_binned_counts():
     # thresholds are calibration quantiles, so the ROC starts near (1, 1) (a certification score
     # below the lowest calibration score has probability about 1 / 10,000 per trial) and falls
     assert roc["fpr"][0] > 0.99 and roc["tpr"][0] > 0.99
+    # N(0,1) against N(2,1): AUC = Phi(2 / sqrt 2) = 0.921; at FPR 1e-3 the TPR is Phi(2 - 3.09) = 0.138.
+    # 50,000 trials per side: the AUC's sampling error is about 0.001 and the trapezoid over 200
+    # thresholds adds less than 0.005; about 50 false positives at 1e-3 move the TPR by about +-0.03.
+    assert abs(roc["auc"] - 0.921) < 0.01
+    assert 0.09 < roc["tpr_at_fpr"] < 0.18 and roc["fpr_level"] == 1e-3
     assert np.all(np.diff(roc["fpr"]) <= 0) and np.all(np.asarray(roc["tpr"]) >= np.asarray(roc["fpr"]))
 
 

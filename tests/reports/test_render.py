@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from html.parser import HTMLParser
 
 import numpy as np
@@ -138,3 +139,105 @@ def test_model_based_numbers_stay_labelled(document):
             model = f"{document['empirical']['model_based_epsilon']:.3f}"
             line = next(line for line in text.splitlines() if model in line)
             assert "model-based" in line  # never shown without its label
+
+
+HOSTILE = [
+    "<script>alert(1)</script>",
+    "\"><img src=x onerror=alert(1)>",
+    "[click](javascript:alert(1))",
+    "![pixel](http://evil.example/p.png)",
+    "ok\n# Injected heading\n[ref]: javascript:alert(1)",
+    "x\r\n<iframe src=//evil>\u2028## also",
+    "`code` | a | b | **bold** _em_ ~~s~~ $\\frac{a}{b}$ _hidden",
+    "&lt;script&gt; &amp; <!-- comment -->",
+    "\x1b]0;terminal title\x07\x1b[31mred",
+]
+
+
+def _hostile(value, text):
+    """``value`` with every string leaf (not the keys) replaced by ``text``."""
+    if isinstance(value, dict):
+        return {key: _hostile(item, text) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_hostile(item, text) for item in value]
+    return text if isinstance(value, str) else value
+
+
+def _markdown_structure(text):
+    return [line for line in text.splitlines() if line.startswith("#")]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_strings_in_every_string_field_stay_inert(document, text, tmp_path, capsys):
+    crafted = _hostile(document, text)
+    benign_headings = len(_markdown_structure(render(document, "md")))
+    md = render(crafted, "md")
+    assert len(_markdown_structure(md)) == benign_headings  # no injected heading (titles are our headings)
+    for line in _markdown_structure(md)[1:]:
+        assert "Injected" not in line and "also" not in line
+    lowered = md.lower()
+    for live in ("<script", "<img", "<iframe", "<!--"):
+        assert live not in lowered, live
+    import re
+
+    assert not re.search(r"(?<!\\)\[", md)  # every bracket from a result is escaped: no link or image
+    assert not re.search(r"(?<!\\)\]\(", md)
+    assert not re.search(r"^\s*\\?\[ref\\?\]:", md, re.M)
+    html_text = render(crafted, "html")
+    collector = _Collector()
+    collector.feed(html_text)
+    assert not {"script", "img", "iframe"} & set(collector.tags)
+    assert not [name for name, _ in collector.attributes if name.lower().startswith("on")]
+    assert not [value for name, value in collector.attributes if name in ("href", "src") and value]
+    # the same through the command line, from a hand-edited JSON file
+    crafted_file = tmp_path / "crafted.json"
+    crafted_file.write_text(json.dumps(crafted))
+    out = tmp_path / "out.md"
+    assert main(["report", str(crafted_file), "--format", "md", "--out", str(out)]) == 0
+    assert out.read_text() == md
+    assert "\x1b" not in capsys.readouterr().err
+
+
+WRITER = """
+import json, sys
+from pathlib import Path
+from dpaudit.reports.render import write_all, write_text_atomic
+document = json.loads(Path(sys.argv[1]).read_text())
+big = Path(sys.argv[2]).read_text()
+out = Path(sys.argv[3])
+print("ready", flush=True)
+while True:
+    write_all(document, out)
+    write_text_atomic(out / "big.md", big)
+"""
+
+
+def test_killed_report_writing_never_leaves_a_truncated_file(document, tmp_path):
+    import random
+    import signal
+    import sys
+
+    source = tmp_path / "document.json"
+    source.write_text(json.dumps(document))
+    big = "".join(f"line {k} of a long report\n" for k in range(600_000))  # about 15 MB: slow enough to hit
+    (tmp_path / "big.txt").write_text(big)
+    out = tmp_path / "out"
+    out.mkdir()
+    expected = {f"{document['audit_id']}.{fmt}": render(document, fmt) for fmt in ("json", "md", "html")}
+    expected["big.md"] = big
+    rng = random.Random(11)
+    seen = 0
+    for _ in range(6):
+        child = subprocess.Popen([sys.executable, "-c", WRITER, str(source), str(tmp_path / "big.txt"), str(out)],
+                                 stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.0, 1.0))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        for path in out.iterdir():
+            if path.name.startswith("."):  # an unfinished temporary file: never under a final name
+                assert path.name.endswith(".tmp")
+                continue
+            assert path.read_text() == expected[path.name], path.name
+            seen += 1
+    assert seen >= 6  # the kills came after some files were complete
