@@ -11,7 +11,6 @@ been imported (Python binds a subpackage to its parent's attribute).
 import sys
 import types
 
-from dpaudit.audit.regression import PrivacyViolation, assert_private
 
 __all__ = ["PrivacyViolation", "assert_private"]
 
@@ -23,6 +22,15 @@ class _CallablePackage(types.ModuleType):
         from dpaudit.audit.api import audit
 
         return audit(*args, **kwargs)
+
+
+def __getattr__(name: str):
+    # imported on first use, so that the command line's start-up does not import torch
+    if name in __all__:
+        from dpaudit.audit import regression
+
+        return getattr(regression, name)
+    raise AttributeError(f"module 'dpaudit.audit' has no attribute {name!r}")
 
 
 sys.modules[__name__].__class__ = _CallablePackage

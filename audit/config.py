@@ -173,10 +173,11 @@ def _resolve(raw: dict[str, Any], source: str) -> dict[str, Any]:
     return resolved
 
 
-def _expand_sweep(raw: dict[str, Any], source: str) -> list[dict[str, Any]]:
+def _expand_sweep(raw: dict[str, Any], source: str) -> list[tuple[dict[str, Any], str]]:
+    """Every combination of the ``[sweep]`` lists, with a label naming its swept values."""
     sweep = raw.get("sweep", {})
     if not sweep:
-        return [raw]
+        return [(raw, "")]
     keys, lists = [], []
     for key, values in sweep.items():
         if not isinstance(values, list) or not values:
@@ -197,7 +198,8 @@ def _expand_sweep(raw: dict[str, Any], source: str) -> list[dict[str, Any]]:
         variant = copy.deepcopy({k: v for k, v in raw.items() if k != "sweep"})
         for (table, name), value in zip(keys, values):
             variant.setdefault(table, {})[name] = value
-        combos.append(variant)
+        label = ", ".join(f"{key}={value}" for key, value in zip(sweep, values))
+        combos.append((variant, label))
     return combos
 
 
@@ -212,7 +214,7 @@ def parse_config(raw: dict[str, Any], source: str = "<config>") -> list[AuditCon
     """
     _check_values(raw, source)
     configs = []
-    for variant in _expand_sweep(raw, source):
+    for variant, label in _expand_sweep(raw, source):
         resolved = _resolve(variant, source)
         try:
             config = AuditConfig(resolved, source)
@@ -225,6 +227,8 @@ def parse_config(raw: dict[str, Any], source: str = "<config>") -> list[AuditCon
             raise ConfigError(f"{source}: {_table_of(exc)}{exc}") from None
         # fill the mechanism's defaults so the hash covers every parameter
         resolved["mechanism"] = {"name": config.mechanism.name, **config.mechanism.params}
+        if label:  # sweep audits are told apart by their swept values
+            resolved["title"] = f"{config.title} ({label})"
         resolved["canary"]["direction"] = (list(config.canary.direction)
                                            if config.canary.direction is not None else None)
         configs.append(AuditConfig(resolved, source))

@@ -24,6 +24,7 @@ import time
 import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -37,6 +38,9 @@ from dpaudit.audit.job import AuditJob
 from dpaudit.audit.result import AuditResult
 from dpaudit.audit.store import ChunkKey, Store, new_owner
 from dpaudit.mechanisms.errors import DPAuditError, ParameterError
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 __all__ = ["RunOptions", "calibration_trials", "check_scheduler", "chunk_sizes", "run_audits", "unit_seed"]
 _SIDES = {"a": 0, "b": 1}
@@ -175,7 +179,7 @@ def check_scheduler(address: str, timeout: float = 3.0) -> str:
     return f"{parsed.scheme}://{parsed.hostname}:{port}"
 
 
-def _execute(tasks: list[tuple], store: Store, n_jobs: int, progress: bool, label: str,
+def _execute(tasks: list[tuple], store: Store, n_jobs: int, bar: "tqdm", label: str,
              audit_of: dict[int, str], owner: str) -> Counter:
     """Run tasks ``(plan_number, pair, key, trials, root, scorer)``; store each chunk as it finishes.
 
@@ -186,32 +190,30 @@ def _execute(tasks: list[tuple], store: Store, n_jobs: int, progress: bool, labe
     computed: Counter = Counter()
     if not tasks:
         return computed
-    from tqdm import tqdm
-
     single_thread = n_jobs != 1
     pending = list(tasks)
-    with tqdm(total=len(tasks), desc=label, unit="chunk", disable=not progress, file=sys.stderr) as bar:
-        while pending:
-            waiting: list[tuple] = []
+    bar.set_postfix_str(label)
+    while pending:
+        waiting: list[tuple] = []
 
-            def calls(batch=pending, waiting=waiting):
-                for number, pair, key, trials, root, scorer in batch:
-                    if store.claim(audit_of[number], key, owner):
-                        yield delayed(_run_unit)(number, pair, key, trials, root, scorer, single_thread)
-                    else:
-                        waiting.append((number, pair, key, trials, root, scorer))
+        def calls(batch=pending, waiting=waiting):
+            for number, pair, key, trials, root, scorer in batch:
+                if store.claim(audit_of[number], key, owner):
+                    yield delayed(_run_unit)(number, pair, key, trials, root, scorer, single_thread)
+                else:
+                    waiting.append((number, pair, key, trials, root, scorer))
 
-            for number, key, values, seconds in Parallel(n_jobs=n_jobs, return_as="generator_unordered")(calls()):
-                store.put_chunk(audit_of[number], key, values, seconds)
-                store.renew(owner)
-                computed[audit_of[number]] += 1
-                bar.update(1)
-            finished = {audit: store.finished_chunks(audit) for audit in {audit_of[t[0]] for t in waiting}}
-            pending = [task for task in waiting if task[2] not in finished[audit_of[task[0]]]]
-            bar.update(len(waiting) - len(pending))  # computed by another run meanwhile
-            if pending:
-                bar.set_postfix_str(f"waiting for {len(pending)} chunks another run is computing")
-                time.sleep(0.5)
+        for number, key, values, seconds in Parallel(n_jobs=n_jobs, return_as="generator_unordered")(calls()):
+            store.put_chunk(audit_of[number], key, values, seconds)
+            store.renew(owner)
+            computed[audit_of[number]] += 1
+            bar.update(1)
+        finished = {audit: store.finished_chunks(audit) for audit in {audit_of[t[0]] for t in waiting}}
+        pending = [task for task in waiting if task[2] not in finished[audit_of[task[0]]]]
+        bar.update(len(waiting) - len(pending))  # computed by another run meanwhile
+        if pending:
+            bar.set_postfix_str(f"{label}: waiting for {len(pending)} chunks another run is computing")
+            time.sleep(0.5)
     return computed
 
 
@@ -238,14 +240,17 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
         audit_of = {number: plan.audit_id for number, plan in enumerate(plans)}
         reused = {plan.audit_id: store.finished_chunks(plan.audit_id) for plan in plans}
         owner = new_owner()
+        from tqdm import tqdm
+
+        total = sum(_pending(plan, part, reused[plan.audit_id]) for plan in plans for part in ("cal", "cert"))
         try:
-            with _backend(options) as n_jobs:
-                computed = _execute(_tasks(plans, "cal", reused), store, n_jobs, options.progress, "calibration",
-                                    audit_of, owner)
+            with _backend(options) as n_jobs, tqdm(total=total, desc="sampling", unit="chunk", file=sys.stderr,
+                                                   disable=not options.progress, smoothing=0.1) as bar:
+                computed = _execute(_tasks(plans, "cal", reused), store, n_jobs, bar, "calibration", audit_of, owner)
                 for plan in plans:
                     _fit_scores(plan, store)
-                computed += _execute(_tasks(plans, "cert", reused), store, n_jobs, options.progress,
-                                     "certification", audit_of, owner)
+                computed += _execute(_tasks(plans, "cert", reused), store, n_jobs, bar, "certification", audit_of,
+                                     owner)
         finally:
             store.release(owner)
         results = []
@@ -260,6 +265,14 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
             store.put_result(plan.audit_id, result.to_dict())
             results.append(result)
     return results
+
+
+def _pending(plan: _Plan, part: str, reused: set) -> int:
+    """Chunks of ``part`` not yet in the store (the progress bar's total, known before any scorer is fitted)."""
+    total = plan.n_cal if part == "cal" else plan.n_cert
+    sizes = chunk_sizes(total, plan.job.settings.chunk_size)
+    return sum((index, side, part, chunk) not in reused
+               for index in plan.pairs for side in ("a", "b") for chunk in range(len(sizes)))
 
 
 def _tasks(plans: list[_Plan], part: str, reused: dict[str, set]) -> list[tuple]:

@@ -1,16 +1,25 @@
 """Mechanisms: batched samplers of private algorithms and their privacy claims.
 
->>> from mechanisms import make
+>>> from dpaudit.mechanisms import make
 >>> mech = make("pnsgd", n=100, dim=10, eta=0.1, sigma=1.0)
 >>> mech.sample(trials=1000, seed=0).shape
 (1000, 10)
+
+Names are imported on first use (PEP 562), so ``import dpaudit.mechanisms.errors``
+(the command line's start-up) does not import torch.
 """
 
-from dpaudit.mechanisms import baseline, dpsgd, kernels, lssgd, sgd, shuffle  # noqa: F401  (registration)
-from dpaudit.mechanisms.base import Mechanism, describe, make, registered, make_rng
-from dpaudit.mechanisms.dataset import Dataset, as_dataset
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from dpaudit.mechanisms.errors import DPAuditError, ParameterError
-from dpaudit.mechanisms.wrapped import CallableMechanism, from_callable
+
+_LAZY = {
+    "CallableMechanism": "wrapped", "from_callable": "wrapped", "Dataset": "dataset", "as_dataset": "dataset",
+    "Mechanism": "base", "describe": "base", "make": "base", "registered": "base", "make_rng": "base",
+}
 
 __all__ = [
     "CallableMechanism",
@@ -25,3 +34,15 @@ __all__ = [
     "registered",
     "make_rng",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"dpaudit.mechanisms.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'dpaudit.mechanisms' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import importlib
 from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar
 
@@ -362,8 +363,18 @@ def register(cls: M) -> M:
     return cls
 
 
+#: Modules of the built-in mechanisms, imported (and so registered) on first use of the registry.
+BUILTIN_MODULES = ("baseline", "dpsgd", "kernels", "lssgd", "sgd", "shuffle")
+
+
+def _load_builtins() -> None:
+    for module in BUILTIN_MODULES:
+        importlib.import_module(f"dpaudit.mechanisms.{module}")
+
+
 def registered() -> Mapping[str, type[Mechanism]]:
     """The registered mechanism classes by name (read-only view)."""
+    _load_builtins()
     return dict(_REGISTRY)
 
 
@@ -376,6 +387,7 @@ def make(name: str, /, **params: Any) -> Mechanism:
         For an unknown name (the error lists the valid ones), an unknown
         parameter, or an invalid value.
     """
+    _load_builtins()
     check_choice("mechanism", name, sorted(_REGISTRY))
     cls = _REGISTRY[name]
     known = {f.name for f in dataclasses.fields(cls)}

@@ -10,7 +10,6 @@ from typing import Any
 
 from dpaudit import mechanisms
 from dpaudit.cli import UsageError, emit_json
-from dpaudit.mechanisms.accounting.claims import evaluate_claims
 
 
 def parse_assignments(pairs: list[str] | None) -> dict[str, Any]:
@@ -44,6 +43,8 @@ def _check_level(name: str, value: float | None, *, upper_open: bool) -> None:
 
 def bound_document(mech, *, delta: float | None, epsilon: float | None, index: str | None) -> dict[str, Any]:
     """The JSON document of ``dpaudit bound``."""
+    from dpaudit.mechanisms.accounting.claims import evaluate_claims
+
     document: dict[str, Any] = {
         "schema_version": 1,
         "mechanism": {"name": mech.name, "params": mech.params},

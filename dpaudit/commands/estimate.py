@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from dpaudit.cli import UsageError, emit_json
-from dpaudit.audit.estimators import STRATEGIES, epsilon_lower_bound, gdp_lower_bound
-from dpaudit.audit.result import SCHEMA_VERSION, Empirical
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: ``dpaudit.audit.estimators.STRATEGIES``, spelled out so that ``--help`` imports no NumPy or SciPy
+#: (tests/test_cli.py checks they agree).
+STRATEGIES = ("split", "union")
 
 
-def load_scores(path: str, name: str) -> np.ndarray:
+def load_scores(path: str, name: str) -> "np.ndarray":
     """Scores from a ``.npy`` file or a text file of numbers (one per line or whitespace-separated)."""
+    import numpy as np
+
     file = Path(path)
     if not file.is_file():
         raise UsageError(f"{name}: no such file {path!r}")
@@ -36,6 +42,9 @@ def load_scores(path: str, name: str) -> np.ndarray:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound
+    from dpaudit.audit.result import SCHEMA_VERSION, Empirical
+
     scores_a = load_scores(args.scores_a, "--scores-a")
     scores_b = load_scores(args.scores_b, "--scores-b")
     options = dict(confidence=args.confidence, threshold=args.threshold,

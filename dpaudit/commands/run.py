@@ -7,24 +7,24 @@ import os
 import sys
 from pathlib import Path
 from dpaudit.cli import EXIT_OK, EXIT_VIOLATION, UsageError, count, emit_json
-from dpaudit.audit.budget import parse_size
-from dpaudit.audit.config import load_configs
-from dpaudit.audit.result import AuditResult
-from dpaudit.audit.runner import RunOptions, check_scheduler, run_audits
-from dpaudit.audit.verdict import combine
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dpaudit.audit.result import AuditResult
 
 
-def _summary(results: list[AuditResult]) -> None:
+def _summary(results: list["AuditResult"]) -> None:
+    """One row per audit (the whole title, last), then its verdict's reason."""
     err = sys.stderr
-    err.write(f"{'audit':<18} {'title':<34} {'eps >=':>8} {'mu(GDP)':>7} {'verdict':<12}\n")
+    err.write(f"{'audit':<18} {'eps >=':>8} {'mu(GDP)':>8} {'verdict':<12} title\n")
     for result in results:
         emp = result.empirical
-        err.write(f"{result.audit_id:<18} {result.title[:34]:<34} {emp.epsilon_lower_bound:>8.4f} "
-                  f"{emp.mu_lower_bound:>7.4f} {result.verdict:<12}\n")
-        err.write(f"{'':<18} {result.verdict_reason[:110]}\n")
+        err.write(f"{result.audit_id:<18} {emp.epsilon_lower_bound:>8.4f} {emp.mu_lower_bound:>8.4f} "
+                  f"{result.verdict:<12} {result.title}\n")
+        err.write(f"{'':<18} {result.verdict_reason}\n")
 
 
-def _write_outputs(documents: list[AuditResult], out: str) -> list[str]:
+def _write_outputs(documents: list["AuditResult"], out: str) -> list[str]:
     from dpaudit.reports.render import write_all
 
     directory = Path(out)
@@ -36,6 +36,11 @@ def _write_outputs(documents: list[AuditResult], out: str) -> list[str]:
 
 
 def _run(args: argparse.Namespace, *, check: bool) -> int:
+    from dpaudit.audit.budget import parse_size
+    from dpaudit.audit.config import load_configs
+    from dpaudit.audit.runner import RunOptions, check_scheduler, run_audits
+    from dpaudit.audit.verdict import combine
+
     if args.backend == "dask":
         if not args.scheduler:
             raise UsageError("--backend dask needs --scheduler ADDRESS (e.g. tcp://127.0.0.1:8786)")

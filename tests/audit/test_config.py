@@ -55,7 +55,7 @@ def test_missing_file_in_a_real_process(tmp_path):
 
 @pytest.mark.parametrize("flags, message", [
     (["--workers", "0"], "argument --workers: must be an integer >= 1, got 0"),
-    (["--backend", "dask"], "backend 'dask' needs --scheduler ADDRESS"),
+    (["--backend", "dask"], "--backend dask needs --scheduler ADDRESS"),
     (["--trials", "5"], "argument --trials: must be an integer >= 20, got 5"),  # the flag is wrong, not the config
     (["--backend", "cluster"], "argument --backend: invalid choice: 'cluster'"),
 ])
