@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RunOptions", "calibration_trials", "check_scheduler", "chunk_sizes", "run_audits", "unit_seed"]
 _SIDES = {"a": 0, "b": 1}
+_CLUSTER_LOGGERS = ("distributed", "tornado", "bokeh", "asyncio")
 _PARTS = {"cal": 0, "cert": 1}
 
 
@@ -135,8 +136,9 @@ def _backend(options: RunOptions) -> Iterator[int]:
         raise DPAuditError("backend 'dask' needs the distributed extra: pip install 'dpaudit[distributed]'") from None
     import joblib
 
-    if not options.verbose:
-        for name in ("distributed", "tornado", "bokeh"):
+    if not options.verbose:  # distributed sets levels of its own loggers at import: quiet each one
+        names = [name for name in logging.root.manager.loggerDict if name.split(".")[0] in _CLUSTER_LOGGERS]
+        for name in {*names, *_CLUSTER_LOGGERS}:
             logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         client = Client(address, timeout=10)

@@ -37,6 +37,7 @@ def html(document: dict[str, Any]) -> str:
     return _ENV.get_template("report.html.j2").render(
         doc=document, sentence=verdict_sentence(document), gdp=gdp_sentence(document), figures=figures,
         release=release_text(document["mechanism"].get("release_grid")),
-        claims=claims_rows(document["claims"], document.get("tightness", {})),
+        claims=claims_rows(document["claims"], document.get("tightness", {}),
+                           document["empirical"].get("epsilon_lower_bound")),
         guide=reading_guide(document), params=shown_params(document["mechanism"]),
         index_columns=INDEX_COLUMNS, index_rows=index_rows(document))

@@ -123,11 +123,18 @@ def shown_params(mechanism: dict[str, Any]) -> dict[str, Any]:
             if key not in hidden and value is not None}
 
 
-def claims_rows(claims: list[dict[str, Any]], tightness: dict[str, Any]) -> list[list[str]]:
-    """Rows ``name, index, relation, applicable, epsilon, tightness, slack, citation or reason`` (plain text)."""
+def claims_rows(claims: list[dict[str, Any]], tightness: dict[str, Any],
+                certified: Any = None) -> list[list[str]]:
+    """Rows ``name, index, relation, applicable, epsilon, tightness, slack, citation or reason`` (plain text).
+
+    Tightness is the verdict's ratio where it has one, else ``certified / epsilon`` (the exact value's row).
+    """
     rows = []
     for claim in claims:
         ratio = tightness.get(claim["name"])
+        if ratio is None and claim["applicable"] and _number(certified) and _number(claim.get("epsilon")) \
+                and claim["epsilon"] > 0:
+            ratio = certified / claim["epsilon"]
         rows.append([
             str(claim["name"]), "all" if claim.get("index") is None else str(claim["index"]), str(claim["relation"]),
             "yes" if claim["applicable"] else "no",
@@ -198,7 +205,8 @@ def markdown(document: dict[str, Any]) -> str:
     where = f" at the strongest canary index ({md(strongest)})" if strongest is not None else ""
     lines += [f"## Claims{where}", ""]
     lines += _table(["claim", "index", "relation", "applicable", "epsilon", "tightness", "slack", "source"],
-                    claims_rows(document["claims"], document.get("tightness", {})))
+                    claims_rows(document["claims"], document.get("tightness", {}),
+                                document["empirical"].get("epsilon_lower_bound")))
     slack = document.get("theory_slack") or {}
     if slack.get("tightest"):
         exact = (f"; it is {num(slack['tightest_over_exact'], '.3g')} times the exact value of this instance"

@@ -87,3 +87,54 @@ def test_scalars_where_a_one_dimensional_vector_is_expected():
     mech = make("pnsgd", n=3, dim=1, domain="box", low=0.0, high=1.0, init=0.5)
     assert mech.init == (0.5,) and mech.params["init"] == [0.5]
     assert CanarySpec(direction=2.0).direction == (2.0,)
+
+
+def test_help_and_version_start_fast_without_torch():
+    # Issue 17: --help and --version import no torch, NumPy or SciPy. CPU time of the child is measured
+    # with resource.getrusage; the bound of 1 s is generous (measured: about 0.08 s on 2 cores).
+    import resource
+
+    for flag in ("--help", "--version"):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result = subprocess.run([sys.executable, "-m", "dpaudit", flag], capture_output=True, text=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        assert result.returncode == 0 and "dpaudit" in result.stdout
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        assert cpu < 1.0, (flag, cpu)
+    probe = ("import sys; from dpaudit.cli import _build_parser; _build_parser(); "
+             "print(sorted(m for m in ('torch', 'numpy', 'scipy', 'statsmodels') if m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip() == "[]"
+
+
+def test_estimate_threshold_choices_match_the_estimators():
+    from dpaudit.audit.estimators import STRATEGIES
+    from dpaudit.commands import estimate
+
+    assert estimate.STRATEGIES == STRATEGIES
+
+
+def test_sweep_titles_and_summary_rows_name_the_swept_values(tmp_path, capsys):
+    config = tmp_path / "sweep.toml"
+    config.write_text('title = "a long title that the old summary table used to cut short"\n'
+                      '[mechanism]\nname = "gaussian"\n[audit]\ntrials = 400\n'
+                      '[sweep]\nsigma = [1.0, 2.0]\n"audit.delta" = [1e-5, 1e-6]\n')
+    assert main(["run", str(config), "--store", str(tmp_path / "s.sqlite"), "--json"]) == 0
+    captured = capsys.readouterr()
+    titles = [audit["title"] for audit in json.loads(captured.out)["audits"]]
+    stem = "a long title that the old summary table used to cut short"
+    assert titles == [f"{stem} (sigma={s}, audit.delta={d})" for s in (1.0, 2.0) for d in (1e-05, 1e-06)]
+    for title in titles:
+        assert title in captured.err  # whole titles in the summary
+
+
+def test_one_progress_bar_over_calibration_and_certification(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text('[mechanism]\nname = "gaussian"\n[audit]\ntrials = 4000\nchunk_size = 1000\n')
+    result = subprocess.run([sys.executable, "-m", "dpaudit", "run", str(config), "--store",
+                             str(tmp_path / "s.sqlite"), "--workers", "1"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    bars = [part for part in result.stderr.replace("\r", "\n").splitlines() if "sampling" in part]
+    # one total: 1 + 1 calibration chunks (400 trials) and 4 + 4 certification chunks (3600 trials)
+    assert bars and all("/10" in bar for bar in bars)
+    assert any("certification" in bar for bar in bars) and any("calibration" in bar for bar in bars)
+    assert "10/10" in bars[-1]

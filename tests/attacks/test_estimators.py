@@ -122,7 +122,7 @@ def test_estimate_cli(tmp_path, capsys):
     (tmp_path / "bad.txt").write_text("1.0\nnot-a-number\n")
     assert main(["estimate", "--scores-a", str(tmp_path / "bad.txt"), "--scores-b",
                  str(tmp_path / "b.txt"), "--delta", "1e-5"]) == 2
-    assert "cannot read numbers" in capsys.readouterr().err
+    assert "is not a text file of numbers" in capsys.readouterr().err
 
 
 def test_estimate_in_either_order_of_the_files(tmp_path, capsys):
