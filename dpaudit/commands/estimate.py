@@ -41,9 +41,46 @@ def load_scores(path: str, name: str) -> "np.ndarray":
     return values.astype(float)
 
 
+def _one_run(args: argparse.Namespace) -> int:
+    """``--one-run``: scores of one run's canaries and their inclusion bits."""
+    from dpaudit.audit.one_run_fdp import one_run_audit
+    from dpaudit.audit.result import SCHEMA_VERSION
+
+    if not args.scores or not args.included:
+        raise UsageError("--one-run needs --scores FILE and --included FILE")
+    if args.scores_a or args.scores_b:
+        raise UsageError("--one-run takes --scores and --included, not --scores-a/--scores-b")
+    scores = load_scores(args.scores, "--scores")
+    included = load_scores(args.included, "--included")
+    if included.shape != scores.shape:
+        raise UsageError(f"--included must hold one 0/1 per canary: {included.size} values for "
+                         f"{scores.size} scores")
+    if not ((included == 0) | (included == 1)).all():
+        raise UsageError("--included must hold only 0 (not included) and 1 (included)")
+    guesses = int(args.guesses) if args.guesses.isdigit() else args.guesses
+    bound = one_run_audit(scores, included, delta=args.delta, confidence=args.confidence, method=args.method,
+                          guesses=guesses, seed=args.seed)
+    if args.json:
+        emit_json({"schema_version": SCHEMA_VERSION, "one_run": bound.to_dict(),
+                   "epsilon_lower_bound": bound.epsilon_lower_bound})
+    else:
+        mu = f", mu >= {bound.mu_lower_bound:.4f} (Gaussian tradeoff family)" if bound.mu_lower_bound is not None \
+            else ""
+        print(f"epsilon >= {bound.epsilon_lower_bound:.4f} at delta={bound.delta:g} (confidence "
+              f"{bound.confidence:g}, one run, {bound.method}{mu})")
+        print(f"{bound.correct} of {bound.guesses} guesses right over {bound.canaries} canaries "
+              f"(guess count: {bound.guess_rule})")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound
     from dpaudit.audit.result import SCHEMA_VERSION, Empirical
+
+    if args.one_run:
+        return _one_run(args)
+    if not args.scores_a or not args.scores_b:
+        raise UsageError("estimate needs --scores-a and --scores-b (or --one-run with --scores and --included)")
 
     scores_a = load_scores(args.scores_a, "--scores-a")
     scores_b = load_scores(args.scores_b, "--scores-b")
@@ -73,8 +110,16 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("estimate", help="certified bounds from your own scores")
-    parser.add_argument("--scores-a", required=True, help="scores on S (.npy or text)")
-    parser.add_argument("--scores-b", required=True, help="scores on S' (.npy or text), larger under S'")
+    parser.add_argument("--scores-a", help="scores on S (.npy or text)")
+    parser.add_argument("--scores-b", help="scores on S' (.npy or text), larger under S'")
+    parser.add_argument("--one-run", action="store_true",
+                        help="one-run audit: --scores of the canaries and --included (1 included, 0 not)")
+    parser.add_argument("--scores", help="with --one-run: one score per canary, larger when included")
+    parser.add_argument("--included", help="with --one-run: 1 for a canary that was included, 0 otherwise")
+    parser.add_argument("--method", choices=("fdp", "steinke"), default="fdp",
+                        help="with --one-run: f-DP (Mahloujifar et al. 2024) or Steinke et al. 2023")
+    parser.add_argument("--guesses", default="auto",
+                        help="with --one-run: auto, union, calibrate, or a number of guesses")
     parser.add_argument("--delta", type=float, required=True)
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--threshold", choices=STRATEGIES, default="split")
