@@ -64,7 +64,8 @@ def _short(value: Any, limit: int = 60) -> str:
 def _load_background(path: Path, given: str, shape: tuple[int, int], fixed_n: int | None) -> np.ndarray:
     """Records from a ``.npy`` or whitespace-separated text file; errors name the key, never the contents."""
     if not path.is_file():
-        raise ParameterError(f"canary background must be 'zeros', 'random' or a file, got background={_short(given)}")
+        raise ParameterError(f"canary background must be 'data', 'zeros', 'random' or a file, "
+                             f"got background={_short(given)}")
     rows = shape[0] if fixed_n else 10**7
     if path.stat().st_size > 64 * rows * shape[1] + 2**20:
         raise ParameterError(f"canary background file {_short(str(path))} is too large for {rows} records "
@@ -106,7 +107,9 @@ class CanarySpec:
         One of ``CANARY_KINDS`` (``None``: :func:`default_kind`).
     index : int, list of int, or "all"
         Canary position(s), 1-based (default: the last record).
-    background : str
+    background : str, optional
+        ``None`` or ``"data"``: the mechanism's own dataset (zero records for
+        the synthetic mechanisms, the training data of ``model``);
         ``"zeros"``, ``"random"`` (seeded) or a path to a ``.npy`` / text file.
     pair : str
         ``"opposite"``, ``"zero"`` or ``"remove"`` (add/remove, sum queries only).
@@ -118,7 +121,7 @@ class CanarySpec:
 
     kind: str | None = None
     index: Any = None
-    background: str = "zeros"
+    background: str | None = None
     pair: str = "opposite"
     direction: tuple[float, ...] | None = None
     seed: int = 0
@@ -214,6 +217,8 @@ class CanarySpec:
     def _background(self, mechanism: Mechanism) -> Dataset:
         n = mechanism.n_records or 1
         shape = (n, mechanism.record_dim)
+        if self.background in (None, "data"):
+            return mechanism.default_dataset()
         if self.background == "zeros":
             return Dataset(np.zeros(shape))
         if self.background == "random":

@@ -32,7 +32,7 @@ __all__ = ["AuditConfig", "ConfigError", "load_configs", "parse_config"]
 
 TABLES = ("mechanism", "canary", "attack", "audit", "sweep")
 CANARY_DEFAULTS: dict[str, Any] = {
-    "kind": None, "index": None, "background": "zeros", "pair": "opposite", "direction": None, "seed": 0,
+    "kind": None, "index": None, "background": None, "pair": "opposite", "direction": None, "seed": 0,
 }
 ATTACK_DEFAULTS: dict[str, Any] = {"score": "projection"}
 

@@ -26,6 +26,7 @@ __version__ = "0.2.0"
 _PUBLIC = {
     "make": "dpaudit.mechanisms.base",
     "from_callable": "dpaudit.mechanisms.wrapped",
+    "from_batched_callable": "dpaudit.mechanisms.wrapped",
     "audit": "dpaudit.audit.api",
     "load_result": "dpaudit.audit.result",
     "AuditResult": "dpaudit.audit.result",
@@ -39,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dpaudit.audit.regression import PrivacyViolation, assert_private
     from dpaudit.audit.result import AuditResult, load_result
     from dpaudit.mechanisms.base import make
-    from dpaudit.mechanisms.wrapped import from_callable
+    from dpaudit.mechanisms.wrapped import from_batched_callable, from_callable
 
 
 def __getattr__(name: str) -> Any:

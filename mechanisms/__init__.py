@@ -17,11 +17,13 @@ from typing import Any
 from dpaudit.mechanisms.errors import DPAuditError, ParameterError
 
 _LAZY = {
-    "CallableMechanism": "wrapped", "from_callable": "wrapped", "Dataset": "dataset", "as_dataset": "dataset",
+    "CallableMechanism": "wrapped", "from_callable": "wrapped", "BatchedCallableMechanism": "wrapped",
+    "from_batched_callable": "wrapped", "Dataset": "dataset", "as_dataset": "dataset",
     "Mechanism": "base", "describe": "base", "make": "base", "registered": "base", "make_rng": "base",
 }
 
 __all__ = [
+    "BatchedCallableMechanism",
     "CallableMechanism",
     "DPAuditError",
     "Dataset",
@@ -29,6 +31,7 @@ __all__ = [
     "ParameterError",
     "as_dataset",
     "describe",
+    "from_batched_callable",
     "from_callable",
     "make",
     "registered",

@@ -44,7 +44,7 @@ RELEASE_GRID = {"float64": 2.0**-12, "float32": 2.0**-6}
 M = TypeVar("M", bound=type["Mechanism"])
 
 
-def snap(outputs: np.ndarray, grid: float, *, toward_zero: bool = False) -> np.ndarray:
+def snap(outputs: np.ndarray, grid: float, *, toward_zero: bool = False, inplace: bool = False) -> np.ndarray:
     """``outputs`` rounded to multiples of the power of two ``grid`` (to nearest, or toward zero).
 
     Dividing and multiplying by a power of two are exact in binary floating
@@ -52,6 +52,11 @@ def snap(outputs: np.ndarray, grid: float, *, toward_zero: bool = False) -> np.n
     toward zero never increases a coordinate's magnitude (it keeps a point of
     a ball about the origin inside the ball).
     """
+    if inplace and isinstance(outputs, np.ndarray) and outputs.dtype.kind == "f" and outputs.flags.writeable:
+        np.divide(outputs, grid, out=outputs)  # exact (a power of two), and no copy of a large output
+        (np.trunc if toward_zero else np.rint)(outputs, out=outputs)
+        np.multiply(outputs, grid, out=outputs)
+        return outputs
     values = np.asarray(outputs, dtype=np.float64)
     scaled = values / grid
     snapped = (np.trunc(scaled) if toward_zero else np.rint(scaled)) * grid
@@ -99,6 +104,8 @@ class Mechanism(abc.ABC):
     #: Trials are sampled in tiles with their own generators, in threads (``mechanisms.tiles``).
     #: ``False`` for code the toolkit did not write, which may not be thread-safe.
     tiled: ClassVar[bool] = True
+    #: Rows per tile (``tiles.TILE_TRIALS``); mechanisms with large per-trial state use smaller tiles.
+    tile_trials: ClassVar[int] = tiles.TILE_TRIALS
 
     def __post_init__(self) -> None:
         self.validate()
@@ -288,22 +295,22 @@ class Mechanism(abc.ABC):
         torch.set_num_threads(1)
         try:
             with torch.no_grad():
-                if self.tiled:
-                    parts = tiles.run(lambda rows, generator: self._tile(data, rows, generator, dtype),
-                                      trials, rng)
-                    array = parts[0] if len(parts) == 1 else np.concatenate(parts)
+                if self.tiled:  # each tile written into the output as it is made
+                    out = np.empty((trials, self.output_dim), dtype=np.float32 if dtype == torch.float32 else np.float64)
+                    array = tiles.fill(lambda rows, generator: self._tile(data, rows, generator, dtype), out, rng,
+                                       self.tile_trials)
                 else:
                     array = self._tile(data, trials, rng, dtype)
         finally:
             torch.set_num_threads(threads)
-        return self.release(array)
+        return self.release(array, inplace=True)  # the array is this call's own
 
     @property
     def release_grid(self) -> float | None:
         """The power-of-two grid outputs are snapped to before release (``None``: released as computed)."""
         return RELEASE_GRID[getattr(self, "dtype", "float64")]
 
-    def release(self, outputs: np.ndarray) -> np.ndarray:
+    def release(self, outputs: np.ndarray, *, inplace: bool = False) -> np.ndarray:
         """Snap computed outputs to :attr:`release_grid` (Mironov 2012's snapping, without clamping).
 
         A computed float differs from the exact value of the ideal mechanism
@@ -320,7 +327,7 @@ class Mechanism(abc.ABC):
         grid = self.release_grid
         if grid is None:
             return outputs
-        return snap(outputs, grid)
+        return snap(outputs, grid, inplace=inplace)
 
     def _tile(self, data: Dataset, trials: int, rng: np.random.Generator,
               dtype: torch.dtype) -> np.ndarray:
@@ -364,7 +371,7 @@ def register(cls: M) -> M:
 
 
 #: Modules of the built-in mechanisms, imported (and so registered) on first use of the registry.
-BUILTIN_MODULES = ("baseline", "dpsgd", "kernels", "lssgd", "sgd", "shuffle")
+BUILTIN_MODULES = ("baseline", "dpsgd", "kernels", "lssgd", "sgd", "shuffle", "models.mechanism")
 
 
 def _load_builtins() -> None:

@@ -99,7 +99,7 @@ class IterativeMechanism(Mechanism):
             raise ParameterError("canary kind 'boundary' needs a bounded domain, got domain='whole'")
         return dataclasses.replace(self, init="boundary")
 
-    def release(self, outputs: np.ndarray) -> np.ndarray:
+    def release(self, outputs: np.ndarray, *, inplace: bool = False) -> np.ndarray:
         """Snap to the release grid without leaving ``K`` (docs/theory.md 1.9).
 
         On a ball about the origin coordinates are rounded toward zero (the
@@ -110,8 +110,8 @@ class IterativeMechanism(Mechanism):
         if grid is None:
             return outputs
         if self.domain == "ball":
-            return snap(outputs, grid, toward_zero=True)
-        snapped = snap(outputs, grid)
+            return snap(outputs, grid, toward_zero=True, inplace=inplace)
+        snapped = snap(outputs, grid, inplace=inplace)
         return np.clip(snapped, self.low, self.high) if self.domain == "box" else snapped
 
     def exact_options(self) -> dict:

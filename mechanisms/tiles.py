@@ -55,10 +55,36 @@ def threads() -> int:
     return _threads
 
 
-def tile_sizes(trials: int) -> list[int]:
-    """Rows of each tile: ``TILE_TRIALS`` each, the last one holding the rest."""
-    full, rest = divmod(trials, TILE_TRIALS)
-    return [TILE_TRIALS] * full + ([rest] if rest else [])
+def tile_sizes(trials: int, rows: int = TILE_TRIALS) -> list[int]:
+    """Rows of each tile: ``rows`` each (default ``TILE_TRIALS``), the last one holding the rest."""
+    full, rest = divmod(trials, rows)
+    return [rows] * full + ([rest] if rest else [])
+
+
+def fill(function: Callable[[int, np.random.Generator], np.ndarray], out: np.ndarray, rng: np.random.Generator,
+         rows: int = TILE_TRIALS) -> np.ndarray:
+    """Like :func:`run`, but each tile's rows are written into ``out`` as soon as they are made.
+
+    Memory holds ``out`` and the tiles in flight, never a list of every tile
+    and a concatenated copy. Tile ``k`` uses the same generator as in :func:`run`.
+    """
+    sizes = tile_sizes(out.shape[0], rows)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
+
+    def one(start: int, size: int, generator: np.random.Generator) -> None:
+        out[start:start + size] = function(size, generator)
+
+    _map(one, starts.tolist(), sizes, rng.spawn(len(sizes)))
+    return out
+
+
+def _map(function: Callable, *arguments: list) -> list:
+    global _pool
+    if _threads == 1 or len(arguments[0]) == 1:
+        return [function(*values) for values in zip(*arguments)]
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=_threads, thread_name_prefix="dpaudit-tile")
+    return list(_pool.map(function, *arguments))
 
 
 def run(function: Callable[[int, np.random.Generator], T], trials: int,
@@ -74,11 +100,5 @@ def run(function: Callable[[int, np.random.Generator], T], trials: int,
     rng : numpy.random.Generator
         The batch's generator; tile ``k`` uses ``rng.spawn(tiles)[k]``.
     """
-    global _pool
     sizes = tile_sizes(trials)
-    generators = rng.spawn(len(sizes))
-    if _threads == 1 or len(sizes) == 1:
-        return [function(size, generator) for size, generator in zip(sizes, generators)]
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=_threads, thread_name_prefix="dpaudit-tile")
-    return list(_pool.map(function, sizes, generators))
+    return _map(function, sizes, rng.spawn(len(sizes)))

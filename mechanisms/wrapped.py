@@ -14,7 +14,7 @@ from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_int
 
-__all__ = ["CallableMechanism", "from_callable"]
+__all__ = ["BatchedCallableMechanism", "CallableMechanism", "from_batched_callable", "from_callable"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,3 +90,48 @@ def from_callable(fn: Callable[[np.ndarray, np.random.Generator], Any], output_d
     """
     label = name or getattr(fn, "__qualname__", getattr(fn, "__name__", "callable"))
     return CallableMechanism(fn, output_dim, label)
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchedCallableMechanism(CallableMechanism):
+    """A mechanism given by ``fn(dataset, rng, trials) -> array of shape (trials, dim)``.
+
+    The user's own training loop runs many independent trials per call (for
+    example models stacked over a trial axis), so nothing loops over trials
+    in Python here. The trials must be independent given ``rng``.
+    """
+
+    name = "batched-callable"
+    summary = "a user function fn(dataset, rng, trials) -> (trials, dim) array, all trials in one call"
+
+    def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
+                dtype: torch.dtype) -> torch.Tensor:
+        value = self.fn(data.records, rng, trials)
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu().numpy()
+        rows = np.asarray(value, dtype=np.float64)
+        if rows.shape != (trials, self.dim):
+            raise ParameterError(f"fn must return an array of shape (trials, {self.dim}) = ({trials}, {self.dim}), "
+                                 f"got shape {rows.shape}")
+        return torch.from_numpy(np.ascontiguousarray(rows))
+
+
+def from_batched_callable(fn: Callable[[np.ndarray, np.random.Generator, int], Any], output_dim: int,
+                          *, name: str | None = None) -> BatchedCallableMechanism:
+    """Wrap ``fn(dataset, rng, trials) -> (trials, output_dim)`` array as a mechanism.
+
+    Parameters
+    ----------
+    fn : callable
+        Called once per chunk of trials with the records array, a
+        ``numpy.random.Generator`` and the number of trials; returns one row
+        per trial (a NumPy array or a torch tensor). It must draw its
+        randomness from ``rng`` only (for example ``torch.Generator().manual_seed(
+        int(rng.integers(2**63)))``), so that seeds reproduce.
+    output_dim : int
+        Columns of ``fn``'s output.
+    name : str, optional
+        Label used in reports (default: the function's qualified name).
+    """
+    label = name or getattr(fn, "__qualname__", getattr(fn, "__name__", "batched-callable"))
+    return BatchedCallableMechanism(fn, output_dim, label)

@@ -1,0 +1,51 @@
+"""Claims of torch models trained by DP-SGD or DP-LSSGD (clipped per-example gradients).
+
+Clipping every example's gradient to norm ``C`` bounds what one record adds
+to a step's sum by ``C`` (add/remove, Poisson sampling) or ``2C``
+(replace-one, sampling without replacement), whatever the model: the
+subsampled Gaussian accountants apply with noise multiplier ``sigma`` (noise
+``sigma C`` on the sum). Laplacian smoothing is post-processing. Bounds that
+need a convex, Lipschitz, smooth loss and a projection (amplification by
+iteration) are listed as not applicable, with the reason.
+"""
+
+from __future__ import annotations
+
+from dpaudit.mechanisms.accounting.builders.sgd import MTZ, WBK
+from dpaudit.mechanisms.accounting.claims import Claim, not_applicable, rdp_claim
+from dpaudit.mechanisms.accounting.rdp import (
+    DEFAULT_ORDERS,
+    subsampled_gaussian_rdp,
+    without_replacement_gaussian_rdp,
+)
+from dpaudit.mechanisms.accounting.tight import pld_claim, wor_rdp_claim
+
+__all__ = ["model_claims"]
+
+PABI = "Feldman, Mironov, Talwar, Thakurta 2018 (privacy amplification by iteration), Thm 22/23"
+
+
+def model_claims(mech) -> list[Claim]:
+    """Claims of a ``model`` mechanism; the same for every canary position."""
+    q, sigma, steps = mech.batch_size / mech.n_records, mech.noise_multiplier, mech.steps
+    if mech.sampling == "poisson":
+        relation = "add-remove"
+        claims = [pld_claim("sgm-pld", sampling_rate=q, noise_multiplier=sigma, steps=steps),
+                  rdp_claim("sgm-rdp", MTZ, relation, DEFAULT_ORDERS,
+                            subsampled_gaussian_rdp(DEFAULT_ORDERS, sample_rate=q, noise_multiplier=sigma,
+                                                    steps=steps))]
+    else:
+        relation = "replace-one"
+        claims = [wor_rdp_claim("wor-rdp-thm27", dataset_size=mech.n_records, sample_size=mech.batch_size,
+                                noise_multiplier=sigma / 2, steps=steps),
+                  rdp_claim("wor-rdp", WBK, relation, DEFAULT_ORDERS,
+                            without_replacement_gaussian_rdp(DEFAULT_ORDERS, sample_rate=q, mu=2 / sigma,
+                                                             steps=steps))]
+    if mech.convex:
+        reason = (f"needs a smooth convex Lipschitz loss whose gradient steps are projected onto a bounded "
+                  f"convex set; model={mech.model!r} is trained on clipped per-example gradients without "
+                  f"projection")
+    else:
+        reason = f"model={mech.model!r} is not convex in its parameters"
+    claims.append(not_applicable("pabi-per-index", PABI, relation, reason))
+    return claims

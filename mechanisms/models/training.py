@@ -1,0 +1,200 @@
+"""DP-SGD and DP-LSSGD on a model stacked over trials: one batched computation per step.
+
+Every trial draws its own batch (Poisson sampling with rate ``m / n``, or
+``m`` records without replacement), takes the gradient of every example's
+loss (``networks.per_example_gradients``, or in closed form for linear
+models, where only the clipped sum is formed), clips each to norm ``C``,
+replaces the canary's gradient where the canary is in the batch, sums, adds
+``N(0, (sigma C)^2 I)`` and steps by ``eta`` times the sum over ``m`` (the
+expected batch size), after Laplacian smoothing for DP-LSSGD. Trials are
+processed in blocks so that the per-example gradients of a block stay
+within about 64 MB.
+
+References
+----------
+Abadi et al. 2016, "Deep Learning with Differential Privacy" (DP-SGD);
+Wang et al. 2019 (DP-LSSGD), eq. (3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import torch
+
+from torch import nn
+
+from dpaudit.mechanisms.lssgd import laplacian_smooth
+from dpaudit.mechanisms.models.networks import Stacked, per_example_gradients
+
+__all__ = ["BLOCK_ELEMENTS", "Injected", "Schedule", "linear_clipped_sum", "membership", "train"]
+
+BLOCK_ELEMENTS = 8 * 2**20  #: per-example gradient entries per block of trials (64 MB in float64)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Schedule:
+    """The training's public parameters."""
+
+    steps: int
+    batch_size: int
+    sampling: str
+    clip: float
+    noise_multiplier: float
+    eta: float
+    smoothing: float
+
+
+def _batch(trials: int, n: int, schedule: Schedule, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Record indices ``(trials, K)`` of each trial's batch (:func:`membership`), ``K`` the largest
+    batch of the block, and a mask of the entries that are members."""
+    member = membership(trials, n, schedule, rng)
+    counts = member.sum(dim=1)
+    width = max(int(counts.max()), 1)
+    # the members of each row first (a stable sort of "not a member" keeps them in record order)
+    indices = torch.argsort((~member).to(torch.int8), dim=1, stable=True)[:, :width]
+    return indices, torch.arange(width).unsqueeze(0) < counts.unsqueeze(1)
+
+
+class Injected:
+    """Gradients that replace some records' gradients (gradient canaries), looked up without a loop.
+
+    ``slot[i]`` is the row of ``vectors`` for record ``i`` (``-1``: a normal record).
+    """
+
+    def __init__(self, injected: dict[int, torch.Tensor], n: int, size: int, dtype: torch.dtype) -> None:
+        self.positions = torch.tensor(sorted(injected), dtype=torch.long)
+        self.vectors = (torch.stack([injected[p] for p in sorted(injected)]).to(dtype) if injected
+                        else torch.zeros(0, size, dtype=dtype))
+        self.slot = torch.full((n,), -1, dtype=torch.long)
+        self.slot[self.positions] = torch.arange(len(injected))
+
+    def __bool__(self) -> bool:
+        return self.positions.numel() > 0
+
+
+def _clip_factors(norms: torch.Tensor, clip: float) -> torch.Tensor:
+    return torch.clamp(clip / torch.clamp(norms, min=1e-300), max=1.0)
+
+
+def _finish(total: torch.Tensor, theta: torch.Tensor, schedule: Schedule, rng: np.random.Generator) -> torch.Tensor:
+    """Add the noise, average over the expected batch, smooth (DP-LSSGD) and step."""
+    noise = torch.from_numpy(rng.standard_normal(tuple(total.shape))).to(total.dtype)
+    update = (total + schedule.noise_multiplier * schedule.clip * noise) / schedule.batch_size
+    if schedule.smoothing > 0:
+        update = laplacian_smooth(update, schedule.smoothing)
+    return theta - schedule.eta * update
+
+
+def _gathered_step(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
+                   injected: Injected, schedule: Schedule, rng: np.random.Generator) -> torch.Tensor:
+    """Any model: gather each trial's batch, per-example gradients by ``torch.func``."""
+    indices, member = _batch(theta.shape[0], features.shape[0], schedule, rng)
+    gradients = per_example_gradients(stacked, theta, features[indices], labels[indices], closed_form=False)
+    gradients = gradients * _clip_factors(torch.linalg.vector_norm(gradients, dim=-1, keepdim=True), schedule.clip)
+    if injected:
+        slots = injected.slot[indices]  # (T, K): the canary row of each batch entry, or -1
+        hit = slots >= 0
+        gradients[hit] = injected.vectors[slots[hit]]
+    return _finish((gradients * member.unsqueeze(-1)).sum(dim=1), theta, schedule, rng)
+
+
+def membership(trials: int, n: int, schedule: Schedule, rng: np.random.Generator) -> torch.Tensor:
+    """Batch membership ``(trials, n)`` (boolean): Poisson with rate ``m / n``, or ``m`` records without
+    replacement (the ``m`` smallest of independent float64 uniform keys: a uniformly random subset)."""
+    if schedule.sampling == "poisson":
+        return _poisson_membership(trials, n, schedule.batch_size / n, rng)
+    keys = torch.from_numpy(rng.random((trials, n)))
+    cut = torch.kthvalue(keys, schedule.batch_size, dim=1).values.unsqueeze(1)
+    return keys <= cut
+
+
+def _poisson_membership(trials: int, n: int, rate: float, rng: np.random.Generator) -> torch.Tensor:
+    """Each record in each trial's batch independently with probability ``rate``, by geometric skipping.
+
+    The gaps between successive members of a Bernoulli(rate) sequence are
+    independent Geometric(rate) variables: positions are the running sums of
+    gaps. Columns of gaps are drawn until every row has passed record ``n``,
+    so the result is exact (no cap on the batch size); the first draw covers
+    the mean plus eight standard deviations.
+    """
+    mean = n * rate
+    width = int(mean + 8 * math.sqrt(mean * (1 - rate)) + 8)
+    positions = np.cumsum(rng.geometric(rate, size=(trials, width)), axis=1) - 1
+    while (positions[:, -1] < n).any():  # a row still inside the records: draw more gaps for every row
+        more = positions[:, -1:] + np.cumsum(rng.geometric(rate, size=(trials, width)), axis=1)
+        positions = np.concatenate([positions, more], axis=1)
+    rows, columns = np.nonzero(positions < n)
+    member = torch.zeros(trials, n, dtype=torch.bool)
+    member[torch.from_numpy(rows), torch.from_numpy(positions[rows, columns])] = True
+    return member
+
+
+def linear_clipped_sum(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
+                       member: torch.Tensor, clip: float, injected: Injected) -> torch.Tensor:
+    """The sum of clipped per-example gradients of a linear model over each trial's batch, ``(trials, P)``.
+
+    A linear model's per-example gradient is ``r (x, 1)`` with ``r`` the
+    residual of the cross-entropy, so its norm is ``|r| sqrt(|x|^2 + 1)`` and
+    the clipped sum is a product of the weighted residuals with the records.
+    Logits come from one product of every trial with every record; residuals
+    and clipping factors are computed for the batch members only (``member``
+    is a boolean ``(trials, n)`` mask); nothing of size trials x batch x P is
+    formed.
+    """
+    params = stacked.unflatten(theta)
+    weight, bias = params["weight"], params["bias"]  # (T, C, F), (T, C)
+    trials, classes, width = weight.shape
+    n = features.shape[0]
+    logits = (weight.reshape(trials * classes, width) @ features.T).reshape(trials, classes, n)
+    rows, cols = member.nonzero(as_tuple=True)
+    picked = logits.transpose(1, 2)[rows, cols] + bias[rows]  # (M, C) for the M batch members
+    if classes == 1:
+        residual = torch.sigmoid(picked) - labels[cols].unsqueeze(-1)
+    else:
+        residual = torch.softmax(picked, dim=-1) - nn.functional.one_hot(labels[cols].long(), classes).to(picked.dtype)
+    scale = torch.sqrt(features.square().sum(dim=1) + 1.0)  # |(x, 1)| per record
+    factor = _clip_factors(torch.linalg.vector_norm(residual, dim=-1) * scale[cols], clip)
+    if injected:
+        factor = torch.where(injected.slot[cols] >= 0, 0.0, factor)  # canaries' gradients are replaced below
+    dense = torch.zeros(trials, n, classes, dtype=logits.dtype)
+    dense[rows, cols] = residual * factor.unsqueeze(-1)
+    grad_weight = dense.transpose(1, 2).reshape(trials * classes, n) @ features  # (T C, F)
+    total = torch.cat([grad_weight.reshape(trials, classes * width), dense.sum(dim=1)], dim=1)
+    if injected:
+        total = total + member[:, injected.positions].to(total.dtype) @ injected.vectors
+    return total
+
+
+def _dense_linear_step(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
+                       injected: Injected, schedule: Schedule, rng: np.random.Generator) -> torch.Tensor:
+    member = membership(theta.shape[0], features.shape[0], schedule, rng)
+    total = linear_clipped_sum(stacked, theta, features, labels, member, schedule.clip, injected)
+    return _finish(total, theta, schedule, rng)
+
+
+def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Tensor], schedule: Schedule,
+          trials: int, rng: np.random.Generator) -> torch.Tensor:
+    """Final parameters ``(trials, P)`` of ``trials`` independent trainings on ``records``.
+
+    ``injected`` maps a 0-based record position to the gradient that record
+    contributes whenever it is sampled (a gradient canary).
+    """
+    features, labels = records[:, :-1], records[:, -1]
+    n = features.shape[0]
+    injected = Injected(injected, n, stacked.size, records.dtype)
+    if stacked.linear:  # logits of every record: (trials, classes, n) per step
+        step, per_trial = _dense_linear_step, 3 * n * (stacked.size // max(features.shape[1] + 1, 1) + 1)
+    else:  # gathered batches: (trials, K, P) per-example gradients
+        width = 2 * schedule.batch_size if schedule.sampling == "poisson" else schedule.batch_size
+        step, per_trial = _gathered_step, width * stacked.size
+    block = max(1, min(trials, BLOCK_ELEMENTS // max(per_trial, 1)))
+    output = torch.empty(trials, stacked.size, dtype=records.dtype)
+    for start in range(0, trials, block):  # blocks of trials, each trained in one batched computation
+        theta = stacked.flat[:1].expand(min(block, trials - start), -1).clone().detach()
+        for _ in range(schedule.steps):
+            theta = step(stacked, theta, features, labels, injected, schedule, rng)
+        output[start:start + theta.shape[0]] = theta
+    return output

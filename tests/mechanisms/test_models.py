@@ -1,0 +1,159 @@
+"""Torch models trained privately, many trials at once: laws, gradients, claims, canaries, user code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import ks_2samp
+
+import dpaudit
+from dpaudit.attacks.canaries import CanarySpec
+from dpaudit.mechanisms import ParameterError
+from dpaudit.mechanisms.models.networks import Stacked, build_model, per_example_gradients
+from dpaudit.mechanisms.models.training import Injected, Schedule, linear_clipped_sum, membership
+
+pytest.importorskip("sklearn", reason="the bundled datasets need the 'models' extra (scikit-learn)")
+
+
+@pytest.fixture(scope="module")
+def zero_features(tmp_path_factory):
+    """Ten records with zero features and labels 0/1: only the canary moves the weights."""
+    path = tmp_path_factory.mktemp("data") / "zeros.csv"
+    table = np.zeros((10, 4))
+    table[:, -1] = np.arange(10) % 2
+    np.savetxt(path, table, delimiter=",")
+    return str(path)
+
+
+def test_linear_model_with_gradient_canary_has_the_law_of_the_pnsgd_sampler(zero_features):
+    # Batch = all 10 records every step (sampling without replacement, m = n): a weight of the model
+    # moves by the canary's gradient C / m and Gaussian noise eta sigma C / m per step, as one record of
+    # multi-epoch pnsgd with eta L = eta C / m and eta sigma_p = eta sigma C / m, run for T epochs.
+    model = dpaudit.make("model", data=zero_features, steps=8, batch_size=10, sampling="without-replacement",
+                         eta=0.5, clip=1.0, noise_multiplier=1.0)
+    iteration = dpaudit.make("multi-epoch-pnsgd", n=1, dim=1, epochs=8, eta=0.05, sigma=1.0, domain="whole")
+    for pair in ("opposite", "zero"):
+        spec = CanarySpec(kind="gradient", pair=pair)
+        ours, theirs = spec.build(model, 10), spec.build(iteration, 1)
+        for side in ("dataset_a", "dataset_b"):
+            a = model.sample(getattr(ours, side), trials=20_000, seed=1)[:, 0]
+            b = iteration.sample(getattr(theirs, side), trials=20_000, seed=2)[:, 0]
+            # two independent samples of one law: the KS p-value is uniform; 0.001 fails 1 run in 1000
+            assert ks_2samp(a, b).pvalue > 1e-3, (pair, side)
+            assert abs(a.mean() - b.mean()) < 5 * 0.05 * np.sqrt(8 / 20_000) * 2  # 5 standard errors
+
+
+def test_closed_form_gradients_equal_torch_func():
+    generator = torch.Generator().manual_seed(0)
+    for classes in (2, 4):
+        model = build_model("logistic" if classes == 2 else "softmax", 5, classes, 8, 0, torch.float64)
+        stacked = Stacked(model)
+        theta = stacked.flat.repeat(3, 1) + 0.1 * torch.randn(3, stacked.size, generator=generator,
+                                                              dtype=torch.float64)
+        inputs = torch.randn(3, 7, 5, generator=generator, dtype=torch.float64)
+        labels = torch.randint(0, classes, (3, 7), generator=generator).double()
+        fast = per_example_gradients(stacked, theta, inputs, labels)
+        generic = per_example_gradients(stacked, theta, inputs, labels, closed_form=False)
+        torch.testing.assert_close(fast, generic, rtol=1e-12, atol=1e-12)
+
+
+def test_clipped_sum_without_forming_per_example_gradients():
+    rng = np.random.default_rng(0)
+    model = build_model("softmax", 6, 3, 8, 0, torch.float64)
+    stacked = Stacked(model)
+    features = torch.from_numpy(rng.standard_normal((40, 6)))
+    labels = torch.from_numpy(rng.integers(0, 3, 40)).double()
+    theta = stacked.flat.repeat(5, 1) + torch.from_numpy(rng.standard_normal((5, stacked.size)))
+    member = membership(5, 40, Schedule(1, 8, "poisson", 0.3, 1.0, 1.0, 0.0), rng)
+    injected = {3: torch.full((stacked.size,), 0.01, dtype=torch.float64)}
+    fast = linear_clipped_sum(stacked, theta, features, labels, member, 0.3,
+                              Injected(injected, 40, stacked.size, torch.float64))
+    gradients = per_example_gradients(stacked, theta, features.expand(5, -1, -1), labels.expand(5, -1),
+                                      closed_form=False)
+    gradients = gradients * torch.clamp(0.3 / torch.linalg.vector_norm(gradients, dim=-1, keepdim=True), max=1.0)
+    gradients[:, 3] = injected[3]
+    torch.testing.assert_close(fast, (gradients * member.unsqueeze(-1)).sum(dim=1), rtol=1e-10, atol=1e-12)
+
+
+def test_poisson_membership_has_the_rate():
+    # 2000 trials x 500 records at rate 0.1: the mean batch is 50 with standard error 0.05
+    member = membership(2000, 500, Schedule(1, 50, "poisson", 1.0, 1.0, 1.0, 0.0), np.random.default_rng(3))
+    sizes = member.sum(dim=1).double()
+    assert abs(float(sizes.mean()) - 50) < 0.3 and abs(float(sizes.var()) - 45) < 4
+    fixed = membership(100, 500, Schedule(1, 50, "without-replacement", 1.0, 1.0, 1.0, 0.0),
+                       np.random.default_rng(3))
+    assert bool((fixed.sum(dim=1) == 50).all())
+
+
+def test_claims_of_models():
+    logistic = dpaudit.make("model", steps=50)
+    mlp = dpaudit.make("model", model="mlp", steps=50, sampling="without-replacement")
+    claims = {c.name: c for c in logistic.claims()}
+    assert claims["sgm-pld"].applicable and claims["sgm-rdp"].applicable
+    assert claims["sgm-pld"].epsilon(1e-5) <= claims["sgm-rdp"].epsilon(1e-5)
+    assert not claims["pabi-per-index"].applicable and "without projection" in claims["pabi-per-index"].reason
+    mlp_claims = {c.name: c for c in mlp.claims()}
+    assert mlp_claims["wor-rdp-thm27"].applicable and mlp_claims["wor-rdp-thm27"].relation == "replace-one"
+    assert "not convex" in mlp_claims["pabi-per-index"].reason
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"model": "resnet"}, "model must be one of"),
+    ({"data": "mnist"}, "data must be one of"),
+    ({"model": "logistic", "data": "digits"}, "needs two classes"),
+    ({"batch_size": 10_000}, "batch_size must be <="),
+    ({"noise_multiplier": 0.0}, "noise_multiplier must be > 0"),
+    ({"smoothing": 2.0}, "does not apply"),
+    ({"hidden": 32}, "does not apply"),
+])
+def test_bad_model_parameters(params, message):
+    with pytest.raises(ParameterError, match=message):
+        dpaudit.make("model", **params)
+
+
+def test_from_batched_callable_runs_all_trials_in_one_call():
+    calls = []
+
+    def noisy_sum(records, rng, trials):
+        calls.append(trials)
+        return records.sum() + rng.standard_normal((trials, 1))
+
+    mech = dpaudit.from_batched_callable(noisy_sum, 1)
+    result = dpaudit.audit(mech, dataset_pair=(np.zeros((3, 1)), np.array([[2.0], [0.0], [0.0]])), trials=20_000,
+                           chunk_size=10_000)
+    # a shift of 2 in unit Gaussian noise: epsilon 10.0 at delta 1e-5; 18,000 certification trials per side
+    # certify about 5-6; every chunk was one call
+    assert result.empirical.epsilon_lower_bound > 3.0
+    assert sorted(set(calls)) == [2_000, 8_000, 10_000]  # calibration 2,000; certification 10,000 + 8,000
+    with pytest.raises(ParameterError, match=r"shape \(trials, 1\)"):
+        dpaudit.from_batched_callable(lambda records, rng, trials: np.zeros(trials), 1).sample(
+            np.zeros((1, 1)), trials=5, seed=0)
+
+
+def test_model_examples_give_verdicts_with_applicable_claims(tmp_path, capsys):
+    """Issue 18: ``dpaudit run examples/models/*.toml --trials 2000``: a verdict for each, no violation."""
+    import json
+    from pathlib import Path
+
+    from dpaudit.cli import main
+
+    examples = sorted((Path(__file__).resolve().parents[2] / "examples" / "models").glob("*.toml"))
+    assert len(examples) >= 2
+    assert main(["run", *map(str, examples), "--trials", "2000", "--store", str(tmp_path / "m.sqlite"),
+                 "--json", "--quiet"]) == 0
+    audits = json.loads(capsys.readouterr().out)["audits"]
+    assert len(audits) == len(examples)
+    for audit in audits:
+        assert audit["verdict"] in ("consistent", "inconclusive"), (audit["title"], audit["verdict"])
+        assert any(c["applicable"] for c in audit["claims"])
+        assert any(not c["applicable"] and c["reason"] for c in audit["claims"])  # pabi, with its reason
+
+
+def test_one_run_example_with_1000_canaries():
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "models" / "one_run_mlp.py"
+    row = runpy.run_path(str(script))["main"]()
+    assert row["canaries"] == 1000 and 0 <= row["epsilon_lower_bound"] <= row["claim_epsilon"]
