@@ -37,13 +37,17 @@ from dpaudit.mechanisms.models.data import load_records
 STEPS, BATCH, CLIP, SIGMA, ETA = 100, 64, 1.0, 1.0, 0.5
 
 
+def _setup(records: np.ndarray, dtype: torch.dtype):
+    """Features, labels, per-record gradient scale ``|(x, 1)|`` and a seeded generator."""
+    x = torch.as_tensor(np.array(records[:, :-1]), dtype=dtype)
+    y = torch.as_tensor(np.array(records[:, -1]), dtype=dtype)
+    return x, y, torch.sqrt(x.square().sum(dim=1) + 1.0), torch.Generator().manual_seed(0)
+
+
 def _loop(records: np.ndarray, trials: int, dtype: torch.dtype) -> float:
     """Seconds per trial of the same training, one model at a time."""
-    x = torch.as_tensor(records[:, :-1], dtype=dtype)
-    y = torch.as_tensor(records[:, -1], dtype=dtype)
+    x, y, scale, generator = _setup(records, dtype)
     n, width = x.shape
-    scale = torch.sqrt(x.square().sum(dim=1) + 1.0)
-    generator = torch.Generator().manual_seed(0)
     started = time.perf_counter()
     for _ in range(trials):
         w, b = torch.zeros(width, dtype=dtype), torch.zeros(1, dtype=dtype)
@@ -61,11 +65,8 @@ def _loop(records: np.ndarray, trials: int, dtype: torch.dtype) -> float:
 
 def _products(records: np.ndarray, trials: int, dtype: torch.dtype) -> float:
     """Seconds of the same training as batched products over all trials at once."""
-    x = torch.as_tensor(records[:, :-1], dtype=dtype)
-    y = torch.as_tensor(records[:, -1], dtype=dtype)
+    x, y, scale, generator = _setup(records, dtype)
     n, width = x.shape
-    scale = torch.sqrt(x.square().sum(dim=1) + 1.0)
-    generator = torch.Generator().manual_seed(0)
     started = time.perf_counter()
     w, b = torch.zeros(trials, width, dtype=dtype), torch.zeros(trials, 1, dtype=dtype)
     for _ in range(STEPS):

@@ -9,6 +9,7 @@ and lists its theoretical privacy claims (``claims(*, index=None)``).
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
 import importlib
 from collections.abc import Mapping
@@ -294,7 +295,8 @@ class Mechanism(abc.ABC):
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            with torch.no_grad():
+            # our samplers need no autograd; user code (not tiled) may train with it
+            with torch.no_grad() if self.tiled else contextlib.nullcontext():
                 if self.tiled:  # each tile written into the output as it is made
                     out = np.empty((trials, self.output_dim), dtype=np.float32 if dtype == torch.float32 else np.float64)
                     array = tiles.fill(lambda rows, generator: self._tile(data, rows, generator, dtype), out, rng,

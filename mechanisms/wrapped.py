@@ -88,8 +88,7 @@ def from_callable(fn: Callable[[np.ndarray, np.random.Generator], Any], output_d
     name : str, optional
         Label used in reports (default: the function's qualified name).
     """
-    label = name or getattr(fn, "__qualname__", getattr(fn, "__name__", "callable"))
-    return CallableMechanism(fn, output_dim, label)
+    return CallableMechanism(fn, output_dim, _label(fn, name))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,5 +132,9 @@ def from_batched_callable(fn: Callable[[np.ndarray, np.random.Generator, int], A
     name : str, optional
         Label used in reports (default: the function's qualified name).
     """
-    label = name or getattr(fn, "__qualname__", getattr(fn, "__name__", "batched-callable"))
-    return BatchedCallableMechanism(fn, output_dim, label)
+    return BatchedCallableMechanism(fn, output_dim, _label(fn, name))
+
+
+def _label(fn: Callable, name: str | None) -> str:
+    """The label reports use: ``name``, else the function's qualified name."""
+    return name or getattr(fn, "__qualname__", getattr(fn, "__name__", "callable"))

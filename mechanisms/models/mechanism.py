@@ -51,6 +51,7 @@ class ModelTraining(Mechanism):
     hidden: int = param(16, "hidden units of the MLP")
     init_seed: int = param(0, "seed of the (public) initial parameters, the same in every trial")
     dtype: str = param("float64", "torch dtype of the computation: float32 or float64")
+    device: str = param("cpu", "'cpu' or 'cuda' (a GPU, when torch sees one)")
 
     def validate(self) -> None:
         check_choice("model", self.model, MODELS)
@@ -68,6 +69,9 @@ class ModelTraining(Mechanism):
         check_real("eta", self.eta, positive=True)
         check_real("smoothing", self.smoothing, nonnegative=True)
         self.check_dtype()
+        check_choice("device", self.device, ("cpu", "cuda"))
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise ParameterError("device='cuda' needs a GPU that torch can use; none is available here")
         check_int("batch_size", self.batch_size, minimum=1, maximum=self.n_records)
         self._template  # builds the model: a model that does not fit the data is refused here
 
@@ -137,9 +141,10 @@ class ModelTraining(Mechanism):
         return model_claims(self)
 
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator, dtype: torch.dtype) -> torch.Tensor:
-        stacked = Stacked(self._template)  # built in the mechanism's dtype, copied by Stacked
-        records = torch.as_tensor(data.records, dtype=dtype)
-        injected = {position - 1: torch.as_tensor(vector, dtype=dtype) for position, vector in data.injected.items()}
+        stacked = Stacked(self._template, device=self.device)  # built in the mechanism's dtype, copied by Stacked
+        records = torch.as_tensor(data.records, dtype=dtype, device=self.device)
+        injected = {position - 1: torch.as_tensor(vector, dtype=dtype, device=self.device)
+                    for position, vector in data.injected.items()}
         schedule = Schedule(self.steps, self.batch_size, self.sampling, float(self.clip),
                             float(self.noise_multiplier), float(self.eta),
                             float(self.smoothing) if self.algorithm == "dp-lssgd" else 0.0)

@@ -70,13 +70,14 @@ def _loss(output: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
 class Stacked:
     """A model's parameters stacked over trials, flattened to one vector per trial on demand."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, device: str = "cpu") -> None:
         params, buffers = stack_module_state([model])
+        self.device = torch.device(device)
         self.names = list(params)
         self.shapes = [params[name].shape[1:] for name in self.names]
         self.sizes = [int(torch.Size(shape).numel()) for shape in self.shapes]
-        self.flat = torch.cat([params[name].reshape(1, -1) for name in self.names], dim=1).detach()
-        self.buffers = {name: value[0] for name, value in buffers.items()}
+        self.flat = torch.cat([params[name].reshape(1, -1) for name in self.names], dim=1).detach().to(self.device)
+        self.buffers = {name: value[0].to(self.device) for name, value in buffers.items()}
         self.linear = isinstance(model, nn.Linear)
         self.model = copy.deepcopy(model).to("meta")  # the skeleton functional_call fills in (model untouched)
 

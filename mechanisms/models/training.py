@@ -47,15 +47,16 @@ class Schedule:
     smoothing: float
 
 
-def _batch(trials: int, n: int, schedule: Schedule, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def _batch(trials: int, n: int, schedule: Schedule, rng: np.random.Generator,
+           device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """Record indices ``(trials, K)`` of each trial's batch (:func:`membership`), ``K`` the largest
     batch of the block, and a mask of the entries that are members."""
-    member = membership(trials, n, schedule, rng)
+    member = membership(trials, n, schedule, rng).to(device)
     counts = member.sum(dim=1)
     width = max(int(counts.max()), 1)
     # the members of each row first (a stable sort of "not a member" keeps them in record order)
     indices = torch.argsort((~member).to(torch.int8), dim=1, stable=True)[:, :width]
-    return indices, torch.arange(width).unsqueeze(0) < counts.unsqueeze(1)
+    return indices, torch.arange(width, device=counts.device).unsqueeze(0) < counts.unsqueeze(1)
 
 
 class Injected:
@@ -64,12 +65,13 @@ class Injected:
     ``slot[i]`` is the row of ``vectors`` for record ``i`` (``-1``: a normal record).
     """
 
-    def __init__(self, injected: dict[int, torch.Tensor], n: int, size: int, dtype: torch.dtype) -> None:
-        self.positions = torch.tensor(sorted(injected), dtype=torch.long)
-        self.vectors = (torch.stack([injected[p] for p in sorted(injected)]).to(dtype) if injected
-                        else torch.zeros(0, size, dtype=dtype))
-        self.slot = torch.full((n,), -1, dtype=torch.long)
-        self.slot[self.positions] = torch.arange(len(injected))
+    def __init__(self, injected: dict[int, torch.Tensor], n: int, size: int, dtype: torch.dtype,
+                 device: torch.device | str = "cpu") -> None:
+        self.positions = torch.tensor(sorted(injected), dtype=torch.long, device=device)
+        self.vectors = (torch.stack([injected[p] for p in sorted(injected)]).to(device, dtype) if injected
+                        else torch.zeros(0, size, dtype=dtype, device=device))
+        self.slot = torch.full((n,), -1, dtype=torch.long, device=device)
+        self.slot[self.positions] = torch.arange(len(injected), device=device)
 
     def __bool__(self) -> bool:
         return self.positions.numel() > 0
@@ -81,7 +83,7 @@ def _clip_factors(norms: torch.Tensor, clip: float) -> torch.Tensor:
 
 def _finish(total: torch.Tensor, theta: torch.Tensor, schedule: Schedule, rng: np.random.Generator) -> torch.Tensor:
     """Add the noise, average over the expected batch, smooth (DP-LSSGD) and step."""
-    noise = torch.from_numpy(rng.standard_normal(tuple(total.shape))).to(total.dtype)
+    noise = torch.from_numpy(rng.standard_normal(tuple(total.shape))).to(total.device, total.dtype)
     update = (total + schedule.noise_multiplier * schedule.clip * noise) / schedule.batch_size
     if schedule.smoothing > 0:
         update = laplacian_smooth(update, schedule.smoothing)
@@ -91,7 +93,7 @@ def _finish(total: torch.Tensor, theta: torch.Tensor, schedule: Schedule, rng: n
 def _gathered_step(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
                    injected: Injected, schedule: Schedule, rng: np.random.Generator) -> torch.Tensor:
     """Any model: gather each trial's batch, per-example gradients by ``torch.func``."""
-    indices, member = _batch(theta.shape[0], features.shape[0], schedule, rng)
+    indices, member = _batch(theta.shape[0], features.shape[0], schedule, rng, theta.device)
     gradients = per_example_gradients(stacked, theta, features[indices], labels[indices], closed_form=False)
     gradients = gradients * _clip_factors(torch.linalg.vector_norm(gradients, dim=-1, keepdim=True), schedule.clip)
     if injected:
@@ -159,7 +161,7 @@ def linear_clipped_sum(stacked: Stacked, theta: torch.Tensor, features: torch.Te
     factor = _clip_factors(torch.linalg.vector_norm(residual, dim=-1) * scale[cols], clip)
     if injected:
         factor = torch.where(injected.slot[cols] >= 0, 0.0, factor)  # canaries' gradients are replaced below
-    dense = torch.zeros(trials, n, classes, dtype=logits.dtype)
+    dense = torch.zeros(trials, n, classes, dtype=logits.dtype, device=logits.device)
     dense[rows, cols] = residual * factor.unsqueeze(-1)
     grad_weight = dense.transpose(1, 2).reshape(trials * classes, n) @ features  # (T C, F)
     total = torch.cat([grad_weight.reshape(trials, classes * width), dense.sum(dim=1)], dim=1)
@@ -170,7 +172,7 @@ def linear_clipped_sum(stacked: Stacked, theta: torch.Tensor, features: torch.Te
 
 def _dense_linear_step(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
                        injected: Injected, schedule: Schedule, rng: np.random.Generator) -> torch.Tensor:
-    member = membership(theta.shape[0], features.shape[0], schedule, rng)
+    member = membership(theta.shape[0], features.shape[0], schedule, rng).to(theta.device)
     total = linear_clipped_sum(stacked, theta, features, labels, member, schedule.clip, injected)
     return _finish(total, theta, schedule, rng)
 
@@ -184,14 +186,14 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
     """
     features, labels = records[:, :-1], records[:, -1]
     n = features.shape[0]
-    injected = Injected(injected, n, stacked.size, records.dtype)
+    injected = Injected(injected, n, stacked.size, records.dtype, records.device)
     if stacked.linear:  # logits of every record: (trials, classes, n) per step
         step, per_trial = _dense_linear_step, 3 * n * (stacked.size // max(features.shape[1] + 1, 1) + 1)
     else:  # gathered batches: (trials, K, P) per-example gradients
         width = 2 * schedule.batch_size if schedule.sampling == "poisson" else schedule.batch_size
         step, per_trial = _gathered_step, width * stacked.size
     block = max(1, min(trials, BLOCK_ELEMENTS // max(per_trial, 1)))
-    output = torch.empty(trials, stacked.size, dtype=records.dtype)
+    output = torch.empty(trials, stacked.size, dtype=records.dtype, device=records.device)
     for start in range(0, trials, block):  # blocks of trials, each trained in one batched computation
         theta = stacked.flat[:1].expand(min(block, trials - start), -1).clone().detach()
         for _ in range(schedule.steps):

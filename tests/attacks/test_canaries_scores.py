@@ -54,7 +54,7 @@ def test_indices_and_pairs():
     (dict(kind="boundary"), ("pnsgd", {"domain": "whole"}), "needs a bounded domain"),
     (dict(index=0), ("pnsgd", {"n": 4}), "canary index must be an integer in 1..4 or 'all', got index=0"),
     (dict(direction=[0.0]), ("pnsgd", {}), "canary direction must be a non-zero list"),
-    (dict(background="/no/such/file.npy"), ("pnsgd", {}), "canary background must be 'zeros', 'random' or a file"),
+    (dict(background="/no/such/file.npy"), ("pnsgd", {}), "canary background must be 'data', 'zeros', 'random' or a file"),
 ])
 def test_canary_errors(spec, mech, message):
     with pytest.raises(ParameterError) as info:
