@@ -16,7 +16,7 @@ ESTIMATORS = {
     "epsilon": "Clopper-Pearson epsilon lower bound at delta (split or union thresholds)",
     "gdp": "certified mu-GDP lower bound and its model-based epsilon",
     "profile": "certified privacy-profile lower bound delta_lb(eps)",
-    "one-run": "one-run auditing with many canaries (Steinke, Nasr, Jagielski 2023)",
+    "one-run": "one-run auditing with many canaries: f-DP (Mahloujifar et al. 2024) or (eps, delta) (Steinke et al. 2023)",
 }
 
 
