@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import numpy as np
 import torch
@@ -17,12 +18,16 @@ from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.models.data import load_records
 from dpaudit.mechanisms.models.networks import MODELS, Stacked, build_model
-from dpaudit.mechanisms.models.training import Schedule, train
+from dpaudit.mechanisms.models.training import Schedule, train, train_pnsgd
 from dpaudit.mechanisms.validation import check_choice, check_int, check_real
 
 __all__ = ["ModelTraining"]
 
-ALGORITHMS = ("dp-sgd", "dp-lssgd")
+ALGORITHMS = ("dp-sgd", "dp-lssgd", "pnsgd")
+#: Bounds on the per-example gradient norm and the smoothness of the convex models, on records of norm <= 1
+#: (``data.load_records`` scales rows so): |residual| <= 1 (logistic) or sqrt 2 (softmax), times |(x, 1)| <= sqrt 2;
+#: the cross-entropy's curvature in the logits is at most 1/4 (logistic) or 1/2 (softmax), times |(x, 1)|^2 <= 2.
+CONVEX_CONSTANTS = {"logistic": (math.sqrt(2.0), 0.5), "softmax": (2.0, 1.0)}
 SAMPLINGS = ("poisson", "without-replacement")
 
 
@@ -40,7 +45,8 @@ class ModelTraining(Mechanism):
     data: str = param("breast_cancer", "bundled scikit-learn data (breast_cancer, digits, iris, wine) or a "
                                        ".npy/.csv file, label in the last column")
     n: int | None = param(None, "records used (the first n; default all)")
-    algorithm: str = param("dp-sgd", "'dp-sgd' or 'dp-lssgd' (Laplacian smoothing of the noisy gradient)")
+    algorithm: str = param("dp-sgd", "'dp-sgd', 'dp-lssgd' (Laplacian smoothing of the noisy gradient) or 'pnsgd' "
+                                      "(records in order, one per step, projected)")
     steps: int = param(100, "training steps T")
     batch_size: int = param(64, "batch size m (expected size for Poisson sampling)")
     sampling: str = param("poisson", "'poisson' (rate m/n, add/remove) or 'without-replacement' (replace-one)")
@@ -49,6 +55,9 @@ class ModelTraining(Mechanism):
     eta: float = param(0.5, "step size")
     smoothing: float = param(1.0, "Laplacian smoothing constant s of dp-lssgd")
     hidden: int = param(16, "hidden units of the MLP")
+    epochs: int = param(1, "passes over the records of algorithm='pnsgd'")
+    radius: float | None = param(None, "pnsgd: parameters are projected onto the ball of this radius (None: no "
+                                       "projection)")
     init_seed: int = param(0, "seed of the (public) initial parameters, the same in every trial")
     dtype: str = param("float64", "torch dtype of the computation: float32 or float64")
     device: str = param("cpu", "'cpu' or 'cuda' (a GPU, when torch sees one)")
@@ -68,11 +77,15 @@ class ModelTraining(Mechanism):
         check_real("noise_multiplier", self.noise_multiplier, positive=True)
         check_real("eta", self.eta, positive=True)
         check_real("smoothing", self.smoothing, nonnegative=True)
+        check_int("epochs", self.epochs, minimum=1, maximum=10**4)
+        if self.radius is not None:
+            check_real("radius", self.radius, positive=True)
         self.check_dtype()
         check_choice("device", self.device, ("cpu", "cuda"))
         if self.device == "cuda" and not torch.cuda.is_available():
             raise ParameterError("device='cuda' needs a GPU that torch can use; none is available here")
-        check_int("batch_size", self.batch_size, minimum=1, maximum=self.n_records)
+        if self.algorithm != "pnsgd":  # pnsgd takes one record per step
+            check_int("batch_size", self.batch_size, minimum=1, maximum=self.n_records)
         self._template  # builds the model: a model that does not fit the data is refused here
 
     def inapplicable(self) -> dict[str, str]:
@@ -81,6 +94,11 @@ class ModelTraining(Mechanism):
             unused["smoothing"] = f"algorithm={self.algorithm!r} does not smooth"
         if self.model != "mlp":
             unused["hidden"] = f"model={self.model!r} has no hidden layer"
+        if self.algorithm == "pnsgd":
+            for key in ("steps", "batch_size", "sampling"):
+                unused[key] = "algorithm='pnsgd' takes the records in order, one per step, for epochs passes"
+        else:
+            unused["epochs"] = unused["radius"] = f"algorithm={self.algorithm!r} samples batches; only pnsgd takes them"
         return unused
 
     # -- shape -------------------------------------------------------------
@@ -121,7 +139,7 @@ class ModelTraining(Mechanism):
     @property
     def zero_record_is_absent(self) -> bool:
         # Poisson sampling normalises by the expected batch size: a zero gradient adds nothing
-        return self.sampling == "poisson"
+        return self.sampling == "poisson" and self.algorithm != "pnsgd"
 
     def default_dataset(self) -> Dataset:
         """The real data: a canary background of the training set itself."""
@@ -136,15 +154,50 @@ class ModelTraining(Mechanism):
         return super().working_bytes(trials) + BLOCK_ELEMENTS * 8 * 4
 
     def _claims(self, index: int | None) -> list:
-        from dpaudit.mechanisms.accounting.builders.model import model_claims
+        from dpaudit.mechanisms.accounting.builders.model import model_claims, pnsgd_model_claims
 
+        if self.algorithm == "pnsgd":
+            return pnsgd_model_claims(self, self._iteration_proxy(), index)
         return model_claims(self)
+
+    def _iteration_proxy(self) -> tuple[Mechanism | None, str]:
+        """The ``pnsgd`` sampler whose claims are this training's, or ``None`` and why they do not apply.
+
+        The amplification-by-iteration bounds hold for steps of a convex,
+        L-Lipschitz, beta-smooth loss with eta <= 2 / beta, projected onto a
+        bounded convex set. Logistic and softmax regression on records of
+        norm <= 1 have such constants (``CONVEX_CONSTANTS``); when the clip
+        norm is at least L, clipping never acts and each step is a projected
+        gradient step on that loss, exactly the setting of a ``pnsgd`` of the
+        same n, epochs, eta, noise and Lipschitz constant C.
+        """
+        from dpaudit.mechanisms.base import make
+
+        if not self.convex:
+            return None, f"model={self.model!r} is not convex in its parameters"
+        lipschitz, smoothness = CONVEX_CONSTANTS[self.model]
+        if self.radius is None:
+            return None, "no projection (radius=None): the bounds need a bounded convex set"
+        if self.clip < lipschitz:
+            return None, (f"clip={self.clip:g} is below the gradient bound {lipschitz:.4g} of model={self.model!r}: "
+                          "clipped steps are not gradient steps of one convex loss")
+        if self.eta > 2 / smoothness:
+            return None, f"eta={self.eta:g} > 2/beta = {2 / smoothness:g}: the gradient step is not non-expansive"
+        params = dict(n=self.n_records, dim=self.output_dim, eta=self.eta, sigma=self.noise_multiplier * self.clip,
+                      domain="ball", radius=self.radius, loss="linear", lipschitz=self.clip)
+        if self.epochs > 1:
+            return make("multi-epoch-pnsgd", epochs=self.epochs, **params), ""
+        return make("pnsgd", **params), ""
 
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator, dtype: torch.dtype) -> torch.Tensor:
         stacked = Stacked(self._template, device=self.device)  # built in the mechanism's dtype, copied by Stacked
         records = torch.as_tensor(data.records, dtype=dtype, device=self.device)
         injected = {position - 1: torch.as_tensor(vector, dtype=dtype, device=self.device)
                     for position, vector in data.injected.items()}
+        if self.algorithm == "pnsgd":
+            return train_pnsgd(stacked, records, injected, epochs=self.epochs, eta=float(self.eta),
+                               clip=float(self.clip), noise_multiplier=float(self.noise_multiplier),
+                               radius=None if self.radius is None else float(self.radius), trials=trials, rng=rng)
         schedule = Schedule(self.steps, self.batch_size, self.sampling, float(self.clip),
                             float(self.noise_multiplier), float(self.eta),
                             float(self.smoothing) if self.algorithm == "dp-lssgd" else 0.0)

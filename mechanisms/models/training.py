@@ -29,7 +29,7 @@ from torch import nn
 from dpaudit.mechanisms.lssgd import laplacian_smooth
 from dpaudit.mechanisms.models.networks import Stacked, per_example_gradients
 
-__all__ = ["BLOCK_ELEMENTS", "Injected", "Schedule", "linear_clipped_sum", "membership", "train"]
+__all__ = ["BLOCK_ELEMENTS", "Injected", "Schedule", "linear_clipped_sum", "membership", "train", "train_pnsgd"]
 
 BLOCK_ELEMENTS = 8 * 2**20  #: per-example gradient entries per block of trials (64 MB in float64)
 
@@ -199,4 +199,38 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
         for _ in range(schedule.steps):
             theta = step(stacked, theta, features, labels, injected, schedule, rng)
         output[start:start + theta.shape[0]] = theta
+    return output
+
+
+def train_pnsgd(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Tensor], *, epochs: int,
+                eta: float, clip: float, noise_multiplier: float, radius: float | None, trials: int,
+                rng: np.random.Generator) -> torch.Tensor:
+    """Projected noisy SGD on a model: records in their fixed order, one per step, for ``epochs`` passes.
+
+    Each step subtracts ``eta`` times the record's clipped gradient (or the
+    canary's injected one) plus ``N(0, (sigma C)^2 I)``, then projects onto
+    the ball of the given radius about the origin (no projection for ``None``).
+    Only the final parameters are returned (hidden state).
+    """
+    features, labels = records[:, :-1], records[:, -1]
+    output = torch.empty(trials, stacked.size, dtype=records.dtype, device=records.device)
+    block = max(1, min(trials, BLOCK_ELEMENTS // max(4 * stacked.size, 1)))
+    for start in range(0, trials, block):
+        theta = stacked.flat[:1].expand(min(block, trials - start), -1).clone().detach()
+        rows = theta.shape[0]
+        for _ in range(epochs):
+            for position in range(features.shape[0]):
+                if position in injected:
+                    gradient = injected[position].expand(rows, -1)
+                else:
+                    gradient = per_example_gradients(stacked, theta, features[position].expand(rows, 1, -1),
+                                                     labels[position].expand(rows, 1))[:, 0]
+                    norms = torch.linalg.vector_norm(gradient, dim=-1, keepdim=True)
+                    gradient = gradient * _clip_factors(norms, clip)
+                noise = torch.from_numpy(rng.standard_normal((rows, stacked.size))).to(theta.device, theta.dtype)
+                theta = theta - eta * (gradient + noise_multiplier * clip * noise)
+                if radius is not None:
+                    norms = torch.linalg.vector_norm(theta, dim=-1, keepdim=True)
+                    theta = theta * torch.clamp(radius / torch.clamp(norms, min=1e-300), max=1.0)
+        output[start:start + rows] = theta
     return output

@@ -27,6 +27,7 @@ def zero_features(tmp_path_factory):
 
 
 def test_linear_model_with_gradient_canary_has_the_law_of_the_pnsgd_sampler(zero_features):
+    # The model starts at its public initial parameters, the sampler at 0: compare the displacement.
     # Batch = all 10 records every step (sampling without replacement, m = n): a weight of the model
     # moves by the canary's gradient C / m and Gaussian noise eta sigma C / m per step, as one record of
     # multi-epoch pnsgd with eta L = eta C / m and eta sigma_p = eta sigma C / m, run for T epochs.
@@ -37,7 +38,7 @@ def test_linear_model_with_gradient_canary_has_the_law_of_the_pnsgd_sampler(zero
         spec = CanarySpec(kind="gradient", pair=pair)
         ours, theirs = spec.build(model, 10), spec.build(iteration, 1)
         for side in ("dataset_a", "dataset_b"):
-            a = model.sample(getattr(ours, side), trials=20_000, seed=1)[:, 0]
+            a = model.sample(getattr(ours, side), trials=20_000, seed=1)[:, 0] - model.initial_parameters[0]
             b = iteration.sample(getattr(theirs, side), trials=20_000, seed=2)[:, 0]
             # two independent samples of one law: the KS p-value is uniform; 0.001 fails 1 run in 1000
             assert ks_2samp(a, b).pvalue > 1e-3, (pair, side)
@@ -179,3 +180,34 @@ def test_device_cuda_is_refused_without_a_gpu_and_matches_cpu_with_one():
     cpu = dpaudit.make("model", steps=5).sample(trials=200, seed=0)
     gpu = dpaudit.make("model", steps=5, device="cuda").sample(trials=200, seed=0)
     np.testing.assert_allclose(gpu, cpu, atol=2 * 2.0**-12)  # same random streams; one grid step apart at most
+
+
+def test_pnsgd_on_a_linear_model_has_the_law_of_the_pnsgd_sampler(zero_features):
+    # Records in order, one per step, no projection: with zero features only the canary and the noise move
+    # a weight, by eta C and eta sigma C per step: the law of pnsgd with L = C and gradient noise sigma C.
+    model = dpaudit.make("model", data=zero_features, algorithm="pnsgd", epochs=2, eta=0.3, clip=1.5,
+                         noise_multiplier=0.8)
+    iteration = dpaudit.make("multi-epoch-pnsgd", n=10, dim=1, epochs=2, eta=0.3, sigma=1.2, lipschitz=1.5,
+                             domain="whole")
+    for pair in ("opposite", "zero"):
+        spec = CanarySpec(kind="gradient", pair=pair, background="zeros")
+        ours, theirs = spec.build(model, 4), spec.build(iteration, 4)
+        for side in ("dataset_a", "dataset_b"):
+            a = model.sample(getattr(ours, side), trials=20_000, seed=3)[:, 0] - model.initial_parameters[0]
+            b = iteration.sample(getattr(theirs, side), trials=20_000, seed=4)[:, 0]
+            assert ks_2samp(a, b).pvalue > 1e-3, (pair, side)  # one law: fails 1 run in 1000
+
+
+def test_pnsgd_model_claims_need_convexity_projection_and_unclipped_steps():
+    applies = dpaudit.make("model", algorithm="pnsgd", n=100, radius=5.0, clip=1.5, eta=0.5)
+    first, last = ({c.name: c for c in applies.claims(index=i)} for i in (1, 100))
+    assert first["pabi-rdp"].applicable and first["pabi-rdp"].epsilon(1e-5) < last["pabi-rdp"].epsilon(1e-5) / 5
+    assert first["gaussian-composition"].epsilon(1e-5) == pytest.approx(9.997, abs=1e-3)  # mu = 2 / sigma = 2
+    for params, reason in [({"clip": 1.0, "radius": 5.0}, "below the gradient bound"),
+                           ({"clip": 1.5}, "no projection"),
+                           ({"clip": 1.5, "radius": 5.0, "eta": 5.0}, "not non-expansive"),
+                           ({"model": "mlp", "data": "digits", "clip": 3.0, "radius": 5.0}, "not convex")]:
+        mech = dpaudit.make("model", algorithm="pnsgd", n=100, **params)
+        claims = {c.name: c for c in mech.claims(index=1)}
+        assert claims["gaussian-composition"].applicable
+        assert not claims["pabi-per-index"].applicable and reason in claims["pabi-per-index"].reason

@@ -11,6 +11,9 @@ iteration) are listed as not applicable, with the reason.
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 from dpaudit.mechanisms.accounting.builders.sgd import MTZ, WBK
 from dpaudit.mechanisms.accounting.claims import Claim, not_applicable, rdp_claim
 from dpaudit.mechanisms.accounting.rdp import (
@@ -20,7 +23,7 @@ from dpaudit.mechanisms.accounting.rdp import (
 )
 from dpaudit.mechanisms.accounting.tight import pld_claim, wor_rdp_claim
 
-__all__ = ["model_claims"]
+__all__ = ["model_claims", "pnsgd_model_claims"]
 
 PABI = "Feldman, Mironov, Talwar, Thakurta 2018 (privacy amplification by iteration), Thm 22/23"
 
@@ -49,3 +52,28 @@ def model_claims(mech) -> list[Claim]:
         reason = f"model={mech.model!r} is not convex in its parameters"
     claims.append(not_applicable("pabi-per-index", PABI, relation, reason))
     return claims
+
+
+GAUSSIAN_COMPOSITION = ("Gaussian mechanism per use (sensitivity 2C, noise sigma C), composed over the epochs "
+                        "in GDP (Dong, Roth, Su 2022, Cor. 2)")
+
+
+def pnsgd_model_claims(mech, proxy, index) -> list[Claim]:
+    """Claims of ``algorithm='pnsgd'``: GDP composition of every use of the record (any model, released
+    iterates or not), and the amplification-by-iteration bounds of an equivalent ``pnsgd`` where they apply.
+
+    ``proxy`` is ``(sampler, reason)`` from the mechanism: the ``pnsgd`` sampler with the same constants,
+    or ``None`` and why the bounds do not apply.
+    """
+    from dpaudit.mechanisms.accounting.profiles import gaussian_delta, gaussian_epsilon
+
+    mu = 2 * math.sqrt(mech.epochs) / mech.noise_multiplier
+    claims = [Claim("gaussian-composition", GAUSSIAN_COMPOSITION, "replace-one",
+                    epsilon_fn=lambda delta: float(gaussian_epsilon(delta, mu)),
+                    delta_fn=lambda epsilon: float(gaussian_delta(epsilon, mu)))]
+    sampler, reason = proxy
+    if sampler is None:
+        return claims + [not_applicable("pabi-per-index", PABI, "replace-one", reason)]
+    model = f"model={mech.model!r}"
+    return claims + [dataclasses.replace(claim, reason=claim.reason.replace("the linear loss", model))
+                     for claim in sampler.claims(index=index) if claim.kind != "exact-instance"]
