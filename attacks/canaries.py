@@ -236,7 +236,8 @@ class CanarySpec:
             raise ParameterError(f"a gradient canary needs a finite Lipschitz constant, got L={scale}")
         data_a = background.inject(position, scale * u)
         data_b = background.inject(position, (-scale if self.pair == "opposite" else 0.0) * u)
-        return CanaryPair(mechanism, data_a, data_b, sign * u, index, self._relation(mechanism), kind)
+        return CanaryPair(mechanism, data_a, data_b, mechanism.output_direction(sign * u), index,
+                          self._relation(mechanism), kind)
 
     def _input_pair(self, mechanism, background, position, u, kind, index) -> CanaryPair:
         record_a, record_b, direction = mechanism.canary_records(u, reset=kind == "reset")
@@ -250,5 +251,8 @@ class CanarySpec:
             data_b = background.replace_record(position, np.zeros(mechanism.record_dim))
         else:
             data_b = background.replace_record(position, record_b)
-        return CanaryPair(mechanism, data_a, data_b, np.asarray(direction, dtype=float), index,
-                          self._relation(mechanism), kind)
+        # a zero record may still have a gradient (a model's bias): the mechanism says whether it is absent
+        relation = self._relation(mechanism) if getattr(mechanism, "zero_input_is_absent", True) \
+            else Relation.REPLACE_ONE
+        return CanaryPair(mechanism, data_a, data_b, mechanism.output_direction(np.asarray(direction, dtype=float)),
+                          index, relation, kind)

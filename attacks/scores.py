@@ -36,7 +36,10 @@ SCORES = {
     "mlp": "small neural network fitted on calibration trials",
     "exact": "exact log-likelihood ratio supplied by the mechanism",
     "float-bits": "floating-point distinguisher: value windows crossed with significand bits",
+    "canary-loss": "loss of the canary record under each trial's trained model (input canaries of models)",
+    "logit-margin": "logit margin of the canary record's label under each trial's trained model",
 }
+MODEL_SCORES = ("canary-loss", "logit-margin")
 FITTED = frozenset({"gaussian", "logistic", "mlp", "float-bits"})  # scores fitted on calibration outputs
 _MAX_FIT = 200_000  # calibration trials used to fit a learned score
 
@@ -70,6 +73,8 @@ def fit_score(name: str, pair: CanaryPair, calibration_a: np.ndarray | None = No
             raise ParameterError(f"score 'exact' needs a mechanism with an exact likelihood ratio, "
                                  f"{pair.mechanism.name!r} has none")
         return lambda outputs: hook(np.asarray(outputs, dtype=float), pair.dataset_a, pair.dataset_b)
+    if name in MODEL_SCORES:
+        return _record_score(name, pair)
     if calibration_a is None or calibration_b is None or len(calibration_a) < 2 or len(calibration_b) < 2:
         raise ParameterError(f"score {name!r} is fitted and needs calibration trials on both datasets")
     cal_a = np.asarray(calibration_a, dtype=float)[:_MAX_FIT]
@@ -79,6 +84,18 @@ def fit_score(name: str, pair: CanaryPair, calibration_a: np.ndarray | None = No
     if name == "float-bits":
         return fit_float_bits(cal_a, cal_b)
     return _fit_classifier(cal_a, cal_b, hidden=32 if name == "mlp" else 0, seed=seed)
+
+
+def _record_score(name: str, pair: CanaryPair) -> ScoreFunction:
+    """The canary record's loss or logit margin under the model each output describes (a mechanism hook)."""
+    hook = getattr(pair.mechanism, "record_score", None)
+    if hook is None:
+        raise ParameterError(f"score {name!r} needs a mechanism that trains a model, {pair.mechanism.name!r} does not")
+    if pair.kind != "input" or pair.index is None:
+        raise ParameterError(f"score {name!r} scores the canary record: it needs canary kind 'input' at a "
+                             f"position, got kind={pair.kind!r}")
+    record = np.array(pair.dataset_a.records[pair.index - 1])
+    return lambda outputs: hook(np.asarray(outputs, dtype=float), record, name)
 
 
 def _fit_gaussian(cal_a: np.ndarray, cal_b: np.ndarray) -> ScoreFunction:

@@ -202,6 +202,10 @@ class Mechanism(abc.ABC):
         """
         raise ParameterError(f"canary kind 'input' is not defined for mechanism {self.name!r}")
 
+    def output_direction(self, direction: np.ndarray) -> np.ndarray:
+        """The output-space direction of a canary direction given in ``canary_dim`` coordinates (identity)."""
+        return direction
+
     def gradient_canary(self) -> tuple[float, float]:
         """``(scale, sign)`` of a gradient-space canary.
 
@@ -349,7 +353,7 @@ class Mechanism(abc.ABC):
                 f"got {records.shape[0]}")
         if not np.all(np.isfinite(records)):
             raise ParameterError("dataset records must be finite, got NaN or inf")
-        data.check_injected(records.shape[0], getattr(self, "dim", self.output_dim))
+        data.check_injected(records.shape[0], self.canary_dim)
 
     def check_dtype(self) -> None:
         """Validate the optional ``dtype`` parameter."""

@@ -25,7 +25,7 @@ def main(seed: int = 0) -> dict:
                         sampling="poisson", clip=1.0, noise_multiplier=0.6, eta=1.0)
     rng = np.random.default_rng(seed)
     positions = rng.choice(mech.n_records, CANARIES, replace=False) + 1
-    directions = rng.standard_normal((CANARIES, mech.output_dim))
+    directions = rng.standard_normal((CANARIES, mech.parameter_count))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
     included = rng.integers(0, 2, CANARIES)
     data = mech.default_dataset()

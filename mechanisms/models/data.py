@@ -62,6 +62,8 @@ def load_records(data: str, n: int | None) -> np.ndarray:
         if n > features.shape[0]:
             raise ParameterError(f"n must be at most the {features.shape[0]} records of data {data!r}, got n={n}")
         features, labels = features[:n], labels[:n]
+        if np.unique(labels).size < 2:
+            raise ParameterError(f"n={n}: the first {n} records of data {data!r} hold one class; use more records")
     spread = features.std(axis=0)
     features = (features - features.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
     norms = np.linalg.norm(features, axis=1, keepdims=True)

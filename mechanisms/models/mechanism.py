@@ -38,7 +38,8 @@ class ModelTraining(Mechanism):
 
     name = "model"
     summary = "a torch model trained by DP-SGD or DP-LSSGD on real data; output: final parameters"
-    canary_kinds = ("gradient",)
+    canary_kinds = ("gradient", "input")
+    zero_input_is_absent = False  # a zero record still moves the bias: it is a record, not an absence
     tile_trials = 1024  # per-trial parameters can be large: small tiles keep memory low and threads busy
 
     model: str = param("logistic", "'logistic', 'softmax' or 'mlp'")
@@ -61,6 +62,7 @@ class ModelTraining(Mechanism):
     init_seed: int = param(0, "seed of the (public) initial parameters, the same in every trial")
     dtype: str = param("float64", "torch dtype of the computation: float32 or float64")
     device: str = param("cpu", "'cpu' or 'cuda' (a GPU, when torch sees one)")
+    output: str = param("final", "'final' (hidden state: the last parameters) or 'iterates' (every step's)")
 
     def validate(self) -> None:
         check_choice("model", self.model, MODELS)
@@ -82,6 +84,7 @@ class ModelTraining(Mechanism):
             check_real("radius", self.radius, positive=True)
         self.check_dtype()
         check_choice("device", self.device, ("cpu", "cuda"))
+        check_choice("output", self.output, ("final", "iterates"))
         if self.device == "cuda" and not torch.cuda.is_available():
             raise ParameterError("device='cuda' needs a GPU that torch can use; none is available here")
         if self.algorithm != "pnsgd":  # pnsgd takes one record per step
@@ -128,13 +131,30 @@ class ModelTraining(Mechanism):
         return build_model(self.model, self.record_dim - 1, self.classes, self.hidden, self.init_seed, torch_dtype)
 
     @property
-    def output_dim(self) -> int:
+    def parameter_count(self) -> int:
+        """Parameters of one model."""
         return sum(p.numel() for p in self._template.parameters())
+
+    @property
+    def training_steps(self) -> int:
+        return self.epochs * self.n_records if self.algorithm == "pnsgd" else self.steps
+
+    @property
+    def output_dim(self) -> int:
+        return self.parameter_count * (self.training_steps if self.output == "iterates" else 1)
+
+    @property
+    def canary_dim(self) -> int:
+        return self.parameter_count
+
+    def output_direction(self, direction: np.ndarray) -> np.ndarray:
+        """A parameter-space direction in output space: every released iterate moves along it."""
+        return np.tile(direction, self.training_steps) if self.output == "iterates" else direction
 
     @property
     def initial_parameters(self) -> np.ndarray:
         """The public start point of every trial, flattened in output order, shape ``(output_dim,)``."""
-        return Stacked(self._template).flat[0].double().numpy().copy()
+        return Stacked(self._template).flat[0].double().numpy().copy()  # (parameter_count,)
 
     @property
     def zero_record_is_absent(self) -> bool:
@@ -144,6 +164,56 @@ class ModelTraining(Mechanism):
     def default_dataset(self) -> Dataset:
         """The real data: a canary background of the training set itself."""
         return Dataset(np.array(self.records))
+
+    def canary_records(self, u: np.ndarray, *, reset: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A crafted record and its mislabelled twin: features along ``u``'s first coordinates, norm 1.
+
+        Returns the record with label 1 (in ``S``), the same record with label 0
+        (in ``S'``), and the output direction along which parameters end larger
+        under ``S'``: the difference of the two records' gradients at the public
+        initial parameters (steps subtract gradients).
+        """
+        from dpaudit.mechanisms.models.networks import per_example_gradients
+
+        if reset:
+            raise ParameterError("canary kind 'reset' is not defined for mechanism 'model'")
+        features = np.asarray(u, dtype=float)[: self.record_dim - 1].copy()
+        if not np.linalg.norm(features) > 0:
+            features = np.zeros(self.record_dim - 1)
+            features[0] = 1.0
+        features /= np.linalg.norm(features)
+        record_a, record_b = np.append(features, 1.0), np.append(features, 0.0)
+        stacked = Stacked(self._template)
+        inputs = torch.as_tensor(np.stack([features, features]), dtype=stacked.flat.dtype).unsqueeze(1)
+        labels = torch.tensor([[1.0], [0.0]], dtype=stacked.flat.dtype)
+        gradients = per_example_gradients(stacked, stacked.flat.expand(2, -1), inputs, labels)[:, 0]
+        difference = (gradients[0] - gradients[1]).double().numpy()
+        return record_a, record_b, difference / np.linalg.norm(difference)
+
+    def record_score(self, outputs: np.ndarray, record: np.ndarray, name: str) -> np.ndarray:
+        """The loss (``"canary-loss"``) or logit margin (``"logit-margin"``) of ``record`` under each trial's
+        parameters ``outputs`` ``(trials, P)``, in one batched evaluation."""
+        from torch.func import functional_call, vmap
+
+        stacked = Stacked(self._template)
+        theta = torch.as_tensor(outputs[:, -self.parameter_count:], dtype=stacked.flat.dtype)  # the last iterate
+        x = torch.as_tensor(record[:-1], dtype=theta.dtype).unsqueeze(0)
+        label = int(record[-1])
+
+        def logits(flat):
+            return functional_call(stacked.model, (stacked.unflatten(flat), stacked.buffers), (x,))[0]
+
+        with torch.no_grad():
+            z = vmap(logits)(theta)  # (trials, C)
+            if z.shape[1] == 1:  # logistic: one logit for class 1
+                signed = z[:, 0] if label == 1 else -z[:, 0]
+                values = signed if name == "logit-margin" else torch.nn.functional.softplus(-signed)
+            else:
+                others = z.clone()
+                others[:, label] = -torch.inf
+                margin = z[:, label] - others.max(dim=1).values
+                values = margin if name == "logit-margin" else -torch.log_softmax(z, dim=1)[:, label]
+        return values.double().numpy()
 
     def gradient_canary(self) -> tuple[float, float]:
         return float(self.clip), 1.0  # a gradient of norm C; steps subtract it: larger along u under S'
@@ -173,6 +243,8 @@ class ModelTraining(Mechanism):
         """
         from dpaudit.mechanisms.base import make
 
+        if self.output == "iterates":
+            return None, "every iterate is released: amplification by iteration needs hidden intermediate iterates"
         if not self.convex:
             return None, f"model={self.model!r} is not convex in its parameters"
         lipschitz, smoothness = CONVEX_CONSTANTS[self.model]
@@ -197,8 +269,9 @@ class ModelTraining(Mechanism):
         if self.algorithm == "pnsgd":
             return train_pnsgd(stacked, records, injected, epochs=self.epochs, eta=float(self.eta),
                                clip=float(self.clip), noise_multiplier=float(self.noise_multiplier),
-                               radius=None if self.radius is None else float(self.radius), trials=trials, rng=rng)
+                               radius=None if self.radius is None else float(self.radius), trials=trials, rng=rng,
+                               iterates=self.output == "iterates")
         schedule = Schedule(self.steps, self.batch_size, self.sampling, float(self.clip),
                             float(self.noise_multiplier), float(self.eta),
                             float(self.smoothing) if self.algorithm == "dp-lssgd" else 0.0)
-        return train(stacked, records, injected, schedule, trials, rng)
+        return train(stacked, records, injected, schedule, trials, rng, iterates=self.output == "iterates")

@@ -178,7 +178,7 @@ def _dense_linear_step(stacked: Stacked, theta: torch.Tensor, features: torch.Te
 
 
 def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Tensor], schedule: Schedule,
-          trials: int, rng: np.random.Generator) -> torch.Tensor:
+          trials: int, rng: np.random.Generator, *, iterates: bool = False) -> torch.Tensor:
     """Final parameters ``(trials, P)`` of ``trials`` independent trainings on ``records``.
 
     ``injected`` maps a 0-based record position to the gradient that record
@@ -193,18 +193,23 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
         width = 2 * schedule.batch_size if schedule.sampling == "poisson" else schedule.batch_size
         step, per_trial = _gathered_step, width * stacked.size
     block = max(1, min(trials, BLOCK_ELEMENTS // max(per_trial, 1)))
-    output = torch.empty(trials, stacked.size, dtype=records.dtype, device=records.device)
+    size = stacked.size
+    output = torch.empty(trials, size * (schedule.steps if iterates else 1), dtype=records.dtype,
+                         device=records.device)
     for start in range(0, trials, block):  # blocks of trials, each trained in one batched computation
         theta = stacked.flat[:1].expand(min(block, trials - start), -1).clone().detach()
-        for _ in range(schedule.steps):
+        rows = slice(start, start + theta.shape[0])
+        for number in range(schedule.steps):
             theta = step(stacked, theta, features, labels, injected, schedule, rng)
-        output[start:start + theta.shape[0]] = theta
+            if iterates:
+                output[rows, number * size:(number + 1) * size] = theta
+        output[rows, -size:] = theta
     return output
 
 
 def train_pnsgd(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Tensor], *, epochs: int,
                 eta: float, clip: float, noise_multiplier: float, radius: float | None, trials: int,
-                rng: np.random.Generator) -> torch.Tensor:
+                rng: np.random.Generator, iterates: bool = False) -> torch.Tensor:
     """Projected noisy SGD on a model: records in their fixed order, one per step, for ``epochs`` passes.
 
     Each step subtracts ``eta`` times the record's clipped gradient (or the
@@ -213,11 +218,12 @@ def train_pnsgd(stacked: Stacked, records: torch.Tensor, injected: dict[int, tor
     Only the final parameters are returned (hidden state).
     """
     features, labels = records[:, :-1], records[:, -1]
-    output = torch.empty(trials, stacked.size, dtype=records.dtype, device=records.device)
+    size, steps = stacked.size, epochs * features.shape[0]
+    output = torch.empty(trials, size * (steps if iterates else 1), dtype=records.dtype, device=records.device)
     block = max(1, min(trials, BLOCK_ELEMENTS // max(4 * stacked.size, 1)))
     for start in range(0, trials, block):
         theta = stacked.flat[:1].expand(min(block, trials - start), -1).clone().detach()
-        rows = theta.shape[0]
+        rows, number = theta.shape[0], 0
         for _ in range(epochs):
             for position in range(features.shape[0]):
                 if position in injected:
@@ -232,5 +238,8 @@ def train_pnsgd(stacked: Stacked, records: torch.Tensor, injected: dict[int, tor
                 if radius is not None:
                     norms = torch.linalg.vector_norm(theta, dim=-1, keepdim=True)
                     theta = theta * torch.clamp(radius / torch.clamp(norms, min=1e-300), max=1.0)
-        output[start:start + rows] = theta
+                if iterates:
+                    output[start:start + rows, number * size:(number + 1) * size] = theta
+                number += 1
+        output[start:start + rows, -size:] = theta
     return output

@@ -211,3 +211,41 @@ def test_pnsgd_model_claims_need_convexity_projection_and_unclipped_steps():
         claims = {c.name: c for c in mech.claims(index=1)}
         assert claims["gaussian-composition"].applicable
         assert not claims["pabi-per-index"].applicable and reason in claims["pabi-per-index"].reason
+
+
+def test_input_canary_and_model_scores():
+    mech = dpaudit.make("model", steps=30, sampling="without-replacement", noise_multiplier=0.5)
+    bounds = {}
+    for score in ("projection", "canary-loss", "logit-margin"):
+        result = dpaudit.audit(mech, canary={"kind": "input"}, score=score, trials=4000, chunk_size=2000)
+        assert result.canary["relation"] == "replace-one" and result.verdict != "violation"
+        bounds[score] = result.empirical.epsilon_lower_bound
+    # for logistic regression all three are monotone in one linear statistic of the parameters, so the
+    # same thresholds give the same counts: identical bounds (a check of the scores' plumbing)
+    assert bounds["projection"] > 0.5 and len(set(bounds.values())) == 1, bounds
+    record_a, record_b, direction = mech.canary_records(np.eye(mech.output_dim)[0])
+    assert record_a[-1] == 1.0 and record_b[-1] == 0.0 and np.isclose(np.linalg.norm(record_a[:-1]), 1.0)
+    outputs = np.tile(mech.initial_parameters, (3, 1))
+    loss = mech.record_score(outputs, record_a, "canary-loss")
+    assert np.allclose(loss, loss[0]) and loss[0] > 0
+    with pytest.raises(ParameterError, match="needs canary kind 'input'"):
+        dpaudit.audit(mech, canary={"kind": "gradient"}, score="canary-loss", trials=200)
+    with pytest.raises(ParameterError, match="needs a mechanism that trains a model"):
+        dpaudit.audit(dpaudit.make("gaussian"), score="logit-margin", trials=200)
+
+
+@pytest.mark.parametrize("algorithm, extra", [("dp-sgd", {"steps": 6}), ("pnsgd", {"n": 40, "radius": 5.0,
+                                                                                      "clip": 1.5})])
+def test_every_iterate_released(algorithm, extra):
+    final = dpaudit.make("model", algorithm=algorithm, **extra)
+    visible = dpaudit.make("model", algorithm=algorithm, output="iterates", **extra)
+    steps = visible.training_steps
+    assert visible.output_dim == steps * final.output_dim and visible.canary_dim == final.output_dim
+    trajectory = visible.sample(trials=50, seed=4)
+    np.testing.assert_array_equal(trajectory[:, -final.output_dim:], final.sample(trials=50, seed=4))
+    claims = {c.name: c for c in visible.claims(index=1)}
+    assert any(c.applicable for c in claims.values())
+    hidden_only = [c for c in claims.values() if not c.applicable and "every iterate" in c.reason]
+    assert (len(hidden_only) == 1) == (algorithm == "pnsgd")  # PABI needs hidden iterates; accountants do not
+    result = dpaudit.audit(visible, canary={"kind": "gradient"}, trials=2000)
+    assert result.verdict != "violation"
