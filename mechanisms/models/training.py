@@ -29,7 +29,7 @@ from torch import nn
 from dpaudit.mechanisms.lssgd import laplacian_smooth
 from dpaudit.mechanisms.models.networks import Stacked, per_example_gradients
 
-__all__ = ["BLOCK_ELEMENTS", "Injected", "Schedule", "linear_clipped_sum", "membership", "train", "train_pnsgd"]
+__all__ = ["BLOCK_ELEMENTS", "Injected", "Schedule", "linear_clipped_sum", "members", "membership", "train", "train_pnsgd"]
 
 BLOCK_ELEMENTS = 8 * 2**20  #: per-example gradient entries per block of trials (64 MB in float64)
 
@@ -103,17 +103,25 @@ def _gathered_step(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor
     return _finish((gradients * member.unsqueeze(-1)).sum(dim=1), theta, schedule, rng)
 
 
-def membership(trials: int, n: int, schedule: Schedule, rng: np.random.Generator) -> torch.Tensor:
-    """Batch membership ``(trials, n)`` (boolean): Poisson with rate ``m / n``, or ``m`` records without
-    replacement (the ``m`` smallest of independent float64 uniform keys: a uniformly random subset)."""
+def members(trials: int, n: int, schedule: Schedule, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each trial's batch as ``(rows, cols)`` index pairs, row-major: Poisson with rate ``m / n``, or ``m``
+    records without replacement (the ``m`` smallest of independent float64 uniform keys: a uniform subset)."""
     if schedule.sampling == "poisson":
-        return _poisson_membership(trials, n, schedule.batch_size / n, rng)
+        return _poisson_members(trials, n, schedule.batch_size / n, rng)
     keys = torch.from_numpy(rng.random((trials, n)))
     cut = torch.kthvalue(keys, schedule.batch_size, dim=1).values.unsqueeze(1)
-    return keys <= cut
+    return (keys <= cut).nonzero(as_tuple=True)
 
 
-def _poisson_membership(trials: int, n: int, rate: float, rng: np.random.Generator) -> torch.Tensor:
+def membership(trials: int, n: int, schedule: Schedule, rng: np.random.Generator) -> torch.Tensor:
+    """:func:`members` as a boolean ``(trials, n)`` mask."""
+    rows, cols = members(trials, n, schedule, rng)
+    mask = torch.zeros(trials, n, dtype=torch.bool)
+    mask[rows, cols] = True
+    return mask
+
+
+def _poisson_members(trials: int, n: int, rate: float, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Each record in each trial's batch independently with probability ``rate``, by geometric skipping.
 
     The gaps between successive members of a Bernoulli(rate) sequence are
@@ -129,29 +137,27 @@ def _poisson_membership(trials: int, n: int, rate: float, rng: np.random.Generat
         more = positions[:, -1:] + np.cumsum(rng.geometric(rate, size=(trials, width)), axis=1)
         positions = np.concatenate([positions, more], axis=1)
     rows, columns = np.nonzero(positions < n)
-    member = torch.zeros(trials, n, dtype=torch.bool)
-    member[torch.from_numpy(rows), torch.from_numpy(positions[rows, columns])] = True
-    return member
+    return torch.from_numpy(rows), torch.from_numpy(positions[rows, columns])
 
 
 def linear_clipped_sum(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
-                       member: torch.Tensor, clip: float, injected: Injected) -> torch.Tensor:
+                       batch: tuple[torch.Tensor, torch.Tensor], clip: float, injected: Injected) -> torch.Tensor:
     """The sum of clipped per-example gradients of a linear model over each trial's batch, ``(trials, P)``.
 
     A linear model's per-example gradient is ``r (x, 1)`` with ``r`` the
     residual of the cross-entropy, so its norm is ``|r| sqrt(|x|^2 + 1)`` and
     the clipped sum is a product of the weighted residuals with the records.
     Logits come from one product of every trial with every record; residuals
-    and clipping factors are computed for the batch members only (``member``
-    is a boolean ``(trials, n)`` mask); nothing of size trials x batch x P is
-    formed.
+    and clipping factors are computed for the batch members only (``batch``
+    is ``(rows, cols)`` from :func:`members`); nothing of size trials x batch
+    x P is formed.
     """
     params = stacked.unflatten(theta)
     weight, bias = params["weight"], params["bias"]  # (T, C, F), (T, C)
     trials, classes, width = weight.shape
     n = features.shape[0]
     logits = (weight.reshape(trials * classes, width) @ features.T).reshape(trials, classes, n)
-    rows, cols = member.nonzero(as_tuple=True)
+    rows, cols = batch
     picked = logits.transpose(1, 2)[rows, cols] + bias[rows]  # (M, C) for the M batch members
     if classes == 1:
         residual = torch.sigmoid(picked) - labels[cols].unsqueeze(-1)
@@ -166,14 +172,18 @@ def linear_clipped_sum(stacked: Stacked, theta: torch.Tensor, features: torch.Te
     grad_weight = dense.transpose(1, 2).reshape(trials * classes, n) @ features  # (T C, F)
     total = torch.cat([grad_weight.reshape(trials, classes * width), dense.sum(dim=1)], dim=1)
     if injected:
-        total = total + member[:, injected.positions].to(total.dtype) @ injected.vectors
+        canary = injected.slot[cols] >= 0  # batch entries that are canaries: add their injected gradients
+        included = torch.zeros(trials, injected.positions.numel(), dtype=total.dtype, device=total.device)
+        included[rows[canary], injected.slot[cols[canary]]] = 1.0
+        total = total + included @ injected.vectors
     return total
 
 
 def _dense_linear_step(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
                        injected: Injected, schedule: Schedule, rng: np.random.Generator) -> torch.Tensor:
-    member = membership(theta.shape[0], features.shape[0], schedule, rng).to(theta.device)
-    total = linear_clipped_sum(stacked, theta, features, labels, member, schedule.clip, injected)
+    rows, cols = members(theta.shape[0], features.shape[0], schedule, rng)
+    total = linear_clipped_sum(stacked, theta, features, labels, (rows.to(theta.device), cols.to(theta.device)),
+                               schedule.clip, injected)
     return _finish(total, theta, schedule, rng)
 
 

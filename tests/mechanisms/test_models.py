@@ -68,7 +68,7 @@ def test_clipped_sum_without_forming_per_example_gradients():
     theta = stacked.flat.repeat(5, 1) + torch.from_numpy(rng.standard_normal((5, stacked.size)))
     member = membership(5, 40, Schedule(1, 8, "poisson", 0.3, 1.0, 1.0, 0.0), rng)
     injected = {3: torch.full((stacked.size,), 0.01, dtype=torch.float64)}
-    fast = linear_clipped_sum(stacked, theta, features, labels, member, 0.3,
+    fast = linear_clipped_sum(stacked, theta, features, labels, member.nonzero(as_tuple=True), 0.3,
                               Injected(injected, 40, stacked.size, torch.float64))
     gradients = per_example_gradients(stacked, theta, features.expand(5, -1, -1), labels.expand(5, -1),
                                       closed_form=False)
