@@ -49,10 +49,27 @@ def _file(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return table[:, :-1].astype(np.float64), table[:, -1]
 
 
+def load_records(data: str | np.ndarray, n: int | None) -> np.ndarray:
+    """Records ``(n, features + 1)``: standardised features scaled to norm <= 1, then the label.
+
+    ``data`` is a bundled dataset's name, a file, or an array ``(records, features + 1)`` with the
+    label last (Python only).
+    """
+    if isinstance(data, np.ndarray):
+        if data.ndim != 2 or data.shape[1] < 2 or data.dtype.kind not in "iuf":
+            raise ParameterError(f"data array must be 2-D and numeric with the label last, got shape {data.shape} "
+                                 f"and dtype {data.dtype}")
+        return _prepare(data[:, :-1].astype(np.float64), data[:, -1], "array", n)
+    return _load_named(data, n)
+
+
 @functools.lru_cache(maxsize=8)
-def load_records(data: str, n: int | None) -> np.ndarray:
-    """Records ``(n, features + 1)``: standardised features scaled to norm <= 1, then the label."""
+def _load_named(data: str, n: int | None) -> np.ndarray:
     features, labels = _bundled(data) if data in BUNDLED else _file(Path(data))
+    return _prepare(features, labels, data, n)
+
+
+def _prepare(features: np.ndarray, labels: np.ndarray, data: str, n: int | None) -> np.ndarray:
     if not np.all(np.isfinite(features)):
         raise ParameterError(f"data {data!r} holds NaN or infinite features")
     values, labels = np.unique(labels, return_inverse=True)

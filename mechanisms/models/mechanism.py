@@ -65,11 +65,14 @@ class ModelTraining(Mechanism):
     output: str = param("final", "'final' (hidden state: the last parameters) or 'iterates' (every step's)")
 
     def validate(self) -> None:
-        check_choice("model", self.model, MODELS)
+        if not callable(self.model):
+            check_choice("model", self.model, MODELS)
         check_choice("algorithm", self.algorithm, ALGORITHMS)
         check_choice("sampling", self.sampling, SAMPLINGS)
-        if not isinstance(self.data, str) or not self.data:
-            raise ParameterError(f"data must be a dataset name or a file path, got data={self.data!r}")
+        if isinstance(self.data, np.ndarray):
+            object.__setattr__(self, "_array_records", load_records(self.data, self.n))
+        elif not isinstance(self.data, str) or not self.data:
+            raise ParameterError(f"data must be a dataset name, a file path or an array, got data={self.data!r}")
         if self.n is not None:
             check_int("n", self.n, minimum=2)
         check_int("steps", self.steps, minimum=1, maximum=10**6)
@@ -96,7 +99,7 @@ class ModelTraining(Mechanism):
         if self.algorithm != "dp-lssgd":
             unused["smoothing"] = f"algorithm={self.algorithm!r} does not smooth"
         if self.model != "mlp":
-            unused["hidden"] = f"model={self.model!r} has no hidden layer"
+            unused["hidden"] = "only model='mlp' has a hidden width"
         if self.algorithm == "pnsgd":
             for key in ("steps", "batch_size", "sampling"):
                 unused[key] = "algorithm='pnsgd' takes the records in order, one per step, for epochs passes"
@@ -107,7 +110,27 @@ class ModelTraining(Mechanism):
     # -- shape -------------------------------------------------------------
     @property
     def records(self) -> np.ndarray:
+        if isinstance(self.data, np.ndarray):
+            return self.__dict__["_array_records"]
         return load_records(self.data, self.n)
+
+    @property
+    def fn(self):
+        """A user's model factory (its code is part of the audit's fingerprint), else ``None``."""
+        return self.model if callable(self.model) else None
+
+    @property
+    def params(self) -> dict:
+        """JSON-friendly parameters: a factory by its name, an array by its shape and digest."""
+        import hashlib
+
+        values = super().params
+        if callable(self.model):
+            values["model"] = getattr(self.model, "__qualname__", type(self.model).__name__)
+        if isinstance(self.data, np.ndarray):
+            digest = hashlib.sha256(np.ascontiguousarray(self.data).tobytes()).hexdigest()[:16]
+            values["data"] = f"array {self.data.shape[0]}x{self.data.shape[1]} sha256:{digest}"
+        return values
 
     @property
     def n_records(self) -> int:
@@ -122,8 +145,12 @@ class ModelTraining(Mechanism):
         return int(self.records[:, -1].max()) + 1
 
     @property
+    def model_label(self) -> str:
+        return f"the user model {self.params['model']!r}" if callable(self.model) else f"model={self.model!r}"
+
+    @property
     def convex(self) -> bool:
-        return MODELS[self.model][1]
+        return False if callable(self.model) else MODELS[self.model][1]
 
     @functools.cached_property
     def _template(self) -> torch.nn.Module:
@@ -246,7 +273,7 @@ class ModelTraining(Mechanism):
         if self.output == "iterates":
             return None, "every iterate is released: amplification by iteration needs hidden intermediate iterates"
         if not self.convex:
-            return None, f"model={self.model!r} is not convex in its parameters"
+            return None, f"{self.model_label} is not convex in its parameters"
         lipschitz, smoothness = CONVEX_CONSTANTS[self.model]
         if self.radius is None:
             return None, "no projection (radius=None): the bounds need a bounded convex set"

@@ -45,8 +45,24 @@ MODELS: dict[str, tuple[Callable[[int, int, int], nn.Module], bool]] = {
 }
 
 
-def build_model(name: str, features: int, classes: int, hidden: int, seed: int, dtype: torch.dtype) -> nn.Module:
-    """The model ``name`` with parameters initialised from ``seed`` (public, the same for every trial)."""
+def build_model(name: str | Callable[[int, int], nn.Module], features: int, classes: int, hidden: int, seed: int,
+                dtype: torch.dtype) -> nn.Module:
+    """The model ``name`` (or a user's ``factory(features, classes)``) initialised from ``seed``.
+
+    The initial parameters are public and the same for every trial. A user
+    factory's module maps a batch of feature rows to one logit per class (or
+    a single logit for two classes).
+    """
+    if callable(name):
+        generator_state = torch.random.get_rng_state()
+        torch.manual_seed(seed)
+        try:
+            model = name(features, classes)
+        finally:
+            torch.random.set_rng_state(generator_state)
+        if not isinstance(model, nn.Module):
+            raise ParameterError(f"model factory must return a torch.nn.Module, got {type(model).__name__}")
+        return model.to(dtype)
     if name not in MODELS:
         raise ParameterError(f"model must be one of {', '.join(repr(m) for m in MODELS)}, got model={name!r}")
     if name == "logistic" and classes != 2:

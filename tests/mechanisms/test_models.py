@@ -249,3 +249,20 @@ def test_every_iterate_released(algorithm, extra):
     assert (len(hidden_only) == 1) == (algorithm == "pnsgd")  # PABI needs hidden iterates; accountants do not
     result = dpaudit.audit(visible, canary={"kind": "gradient"}, trials=2000)
     assert result.verdict != "violation"
+
+
+def test_a_users_model_factory_and_array_data():
+    def two_layers(features: int, classes: int) -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.Linear(features, 8), torch.nn.ReLU(), torch.nn.Linear(8, classes))
+
+    rng = np.random.default_rng(0)
+    table = np.hstack([rng.standard_normal((60, 5)), rng.integers(0, 3, (60, 1))])
+    mech = dpaudit.make("model", model=two_layers, data=table, steps=5, batch_size=10)
+    assert mech.output_dim == 5 * 8 + 8 + 8 * 3 + 3 and mech.n_records == 60
+    assert mech.params["model"].endswith("two_layers") and mech.params["data"].startswith("array 60x6 sha256:")
+    claims = {c.name: c for c in mech.claims()}
+    assert claims["sgm-pld"].applicable and "the user model" in claims["pabi-per-index"].reason
+    result = dpaudit.audit(mech, trials=2000)
+    assert result.verdict != "violation" and result.mechanism["params"]["model"].endswith("two_layers")
+    with pytest.raises(ParameterError, match="must return a torch.nn.Module"):
+        dpaudit.make("model", model=lambda features, classes: None, data=table, batch_size=10)

@@ -49,7 +49,7 @@ def model_claims(mech) -> list[Claim]:
                   f"convex set; model={mech.model!r} is trained on clipped per-example gradients without "
                   f"projection")
     else:
-        reason = f"model={mech.model!r} is not convex in its parameters"
+        reason = f"{mech.model_label} is not convex in its parameters"
     claims.append(not_applicable("pabi-per-index", PABI, relation, reason))
     return claims
 
@@ -74,6 +74,6 @@ def pnsgd_model_claims(mech, proxy, index) -> list[Claim]:
     sampler, reason = proxy
     if sampler is None:
         return claims + [not_applicable("pabi-per-index", PABI, "replace-one", reason)]
-    model = f"model={mech.model!r}"
+    model = mech.model_label
     return claims + [dataclasses.replace(claim, reason=claim.reason.replace("the linear loss", model))
                      for claim in sampler.claims(index=index) if claim.kind != "exact-instance"]
