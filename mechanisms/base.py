@@ -1,4 +1,4 @@
-"""The mechanism contract, the registry and seeding.
+"""The mechanism contract, seeding and the release grid (the registry is in ``registry``).
 
 A mechanism is a frozen dataclass of validated parameters that samples a whole
 batch of independent trials in one tensor computation
@@ -11,9 +11,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-import importlib
-from collections.abc import Mapping
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -21,7 +19,7 @@ import torch
 from dpaudit.mechanisms import tiles
 from dpaudit.mechanisms.dataset import Dataset, as_dataset
 from dpaudit.mechanisms.errors import NotExact, ParameterError
-from dpaudit.mechanisms.validation import check_choice, check_int, suggestion
+from dpaudit.mechanisms.validation import check_choice, check_int
 
 __all__ = [
     "Mechanism",
@@ -37,12 +35,10 @@ __all__ = [
 ]
 
 SeedLike = int | np.random.SeedSequence
-_REGISTRY: dict[str, type["Mechanism"]] = {}
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 #: Released outputs are rounded to multiples of this power of two (by computation dtype): far above
 #: the float spacing of the values, so their low bits carry no information (docs/theory.md 1.9).
 RELEASE_GRID = {"float64": 2.0**-12, "float32": 2.0**-6}
-M = TypeVar("M", bound=type["Mechanism"])
 
 
 def snap(outputs: np.ndarray, grid: float, *, toward_zero: bool = False, inplace: bool = False) -> np.ndarray:
@@ -360,87 +356,5 @@ class Mechanism(abc.ABC):
         check_choice("dtype", getattr(self, "dtype", "float64"), _DTYPES)
 
 
-def register(cls: M) -> M:
-    """Class decorator adding a mechanism to the registry under ``cls.name``.
-
-    Raises
-    ------
-    ValueError
-        If the name is empty or already taken (no silent overwrite).
-    """
-    if not cls.name:
-        raise ValueError(f"{cls.__qualname__} has no name")
-    if cls.name in _REGISTRY:
-        raise ValueError(f"a mechanism named {cls.name!r} is already registered")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-#: Modules of the built-in mechanisms, imported (and so registered) on first use of the registry.
-BUILTIN_MODULES = ("baseline", "dpsgd", "kernels", "lssgd", "sgd", "shuffle", "models.mechanism")
-
-
-def _load_builtins() -> None:
-    for module in BUILTIN_MODULES:
-        importlib.import_module(f"dpaudit.mechanisms.{module}")
-
-
-def registered() -> Mapping[str, type[Mechanism]]:
-    """The registered mechanism classes by name (read-only view)."""
-    _load_builtins()
-    return dict(_REGISTRY)
-
-
-def make(name: str, /, **params: Any) -> Mechanism:
-    """Build the registered mechanism ``name`` with ``params``.
-
-    Raises
-    ------
-    ParameterError
-        For an unknown name (the error lists the valid ones), an unknown
-        parameter, or an invalid value.
-    """
-    _load_builtins()
-    check_choice("mechanism", name, sorted(_REGISTRY))
-    cls = _REGISTRY[name]
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(params) - known)
-    if unknown:
-        raise ParameterError(
-            f"unknown parameter {unknown[0]!r} for mechanism {name!r}; "
-            f"valid parameters: {', '.join(sorted(known))}{suggestion(unknown[0], known)}")
-    missing = [f.name for f in dataclasses.fields(cls)
-               if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-               and f.name not in params]
-    if missing:
-        raise ParameterError(f"mechanism {name!r} needs parameter {missing[0]!r}")
-    mechanism = cls(**params)
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-    for key, reason in mechanism.inapplicable().items():
-        value = params.get(key)
-        if key in params and value is not None and value != defaults[key]:
-            raise ParameterError(f"parameter {key!r} does not apply to mechanism {name!r} here ({reason}), "
-                                 f"got {key}={value!r}")
-    return mechanism
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ParamInfo:
-    """Description of one mechanism parameter, for ``dpaudit list``."""
-
-    name: str
-    default: Any
-    required: bool
-    doc: str
-
-
-def describe(cls: type[Mechanism]) -> list[ParamInfo]:
-    """The documented parameters of a mechanism class."""
-    infos = []
-    for field in dataclasses.fields(cls):
-        required = field.default is dataclasses.MISSING
-        default = None if required else field.default
-        if isinstance(default, tuple):
-            default = list(default)
-        infos.append(ParamInfo(field.name, default, required, field.metadata.get("doc", "")))
-    return infos
+# The registry lives in its own module; these names stay importable from here.
+from dpaudit.mechanisms.registry import ParamInfo, describe, make, register, registered  # noqa: E402
