@@ -252,7 +252,7 @@ class CanarySpec:
         else:
             data_b = background.replace_record(position, record_b)
         # a zero record may still have a gradient (a model's bias): the mechanism says whether it is absent
-        relation = self._relation(mechanism) if getattr(mechanism, "zero_input_is_absent", True) \
+        relation = self._relation(mechanism) if mechanism.zero_input_is_absent \
             else Relation.REPLACE_ONE
         return CanaryPair(mechanism, data_a, data_b, mechanism.output_direction(np.asarray(direction, dtype=float)),
                           index, relation, kind)

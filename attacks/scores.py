@@ -1,8 +1,18 @@
 """Distinguishing scores: map a batch of outputs to one number per trial (larger under ``S'``).
 
-Fitted scores are fitted on *calibration* trials only; :func:`fit_score`
-is the one entry point, so no score can be fitted on the trials that
-certify the bound.
+A score is an object of the :class:`Score` protocol: a ``name`` and
+``fit(pair, calibration_a, calibration_b, seed) -> callable(outputs) -> scores``.
+Fitted scores see calibration trials only (the runner never passes the
+trials that certify the bound). Two optional members refine it:
+``fitted`` (False when ``fit`` ignores the calibration outputs, so
+calibration stores scores instead of outputs; default True) and
+``applies(pair) -> reason or None`` (why the score cannot run on this pair;
+an audit's portfolio skips it; default: it applies).
+
+The built-ins are instances of :class:`BuiltinScore`; :func:`register_score`
+makes any other score reachable by name (configs, ``score="name"``), refusing
+a name already taken. A score object can also be passed directly
+(``dpaudit.audit(..., score=obj)``) without registering it.
 
 ========== ==========================================================
 projection ``<output, direction>`` of the canary (no fitting)
@@ -16,7 +26,10 @@ float-bits bit patterns of the released floats (``attacks.float_bits``)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import importlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -24,78 +37,231 @@ import torch
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.float_bits import fit_float_bits
 from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_choice
+from dpaudit.mechanisms.validation import suggestion
 
-__all__ = ["FITTED", "SCORES", "ScoreFunction", "fit_score", "is_fitted"]
+__all__ = ["BuiltinScore", "SCORES", "Score", "ScoreFunction", "fit_score", "get_score", "is_fitted",
+           "register_score", "registered_scores", "resolve_scores", "score_applies", "score_fitted"]
 
 ScoreFunction = Callable[[np.ndarray], np.ndarray]
-SCORES = {
-    "projection": "projection of the output on the canary direction",
-    "gaussian": "log-likelihood ratio of Gaussians fitted on calibration trials",
-    "logistic": "logistic regression fitted on calibration trials",
-    "mlp": "small neural network fitted on calibration trials",
-    "exact": "exact log-likelihood ratio supplied by the mechanism",
-    "float-bits": "floating-point distinguisher: value windows crossed with significand bits",
-    "canary-loss": "loss of the canary record under each trial's trained model (input canaries of models)",
-    "logit-margin": "logit margin of the canary record's label under each trial's trained model",
-}
-MODEL_SCORES = ("canary-loss", "logit-margin")
-FITTED = frozenset({"gaussian", "logistic", "mlp", "float-bits"})  # scores fitted on calibration outputs
 _MAX_FIT = 200_000  # calibration trials used to fit a learned score
 
 
-def is_fitted(name: str) -> bool:
-    """True when score ``name`` is fitted on calibration outputs (so calibration keeps raw outputs)."""
-    return check_choice("score", name, SCORES) in FITTED
+@runtime_checkable
+class Score(Protocol):
+    """A distinguishing score: ``fit`` on calibration outputs returns ``outputs -> one number per trial``."""
+
+    name: str
+
+    def fit(self, pair: CanaryPair, calibration_a: np.ndarray | None, calibration_b: np.ndarray | None,
+            seed: int) -> ScoreFunction:
+        """The fitted score (larger under ``S'``); ``calibration_*`` are outputs of calibration trials."""
 
 
-def fit_score(name: str, pair: CanaryPair, calibration_a: np.ndarray | None = None,
+def score_fitted(score: Score) -> bool:
+    """Whether ``score`` is fitted on calibration outputs (a score that does not say is treated as fitted)."""
+    return bool(getattr(score, "fitted", True))
+
+
+def score_applies(score: Score, pair: CanaryPair) -> str | None:
+    """Why ``score`` cannot run on ``pair``, or None when it can (a score without ``applies`` always can)."""
+    check = getattr(score, "applies", None)
+    return None if check is None else check(pair)
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltinScore:
+    """A score of the package: a name, a summary, whether it is fitted, its fit and applicability rules."""
+
+    name: str
+    summary: str
+    fitted: bool
+    _fit: Callable[[CanaryPair, np.ndarray | None, np.ndarray | None, int], ScoreFunction] = \
+        dataclasses.field(repr=False)
+    _applies: Callable[[CanaryPair], str | None] = dataclasses.field(default=lambda pair: None, repr=False)
+
+    def applies(self, pair: CanaryPair) -> str | None:
+        """Why this score cannot run on ``pair`` (None: it can)."""
+        return self._applies(pair)
+
+    def fit(self, pair: CanaryPair, calibration_a: np.ndarray | None = None,
+            calibration_b: np.ndarray | None = None, seed: int = 0) -> ScoreFunction:
+        reason = self.applies(pair)
+        if reason:
+            raise ParameterError(reason)
+        if self.fitted:
+            if calibration_a is None or calibration_b is None or len(calibration_a) < 2 or len(calibration_b) < 2:
+                raise ParameterError(f"score {self.name!r} is fitted and needs calibration trials on both datasets")
+            calibration_a = np.asarray(calibration_a, dtype=float)[:_MAX_FIT]
+            calibration_b = np.asarray(calibration_b, dtype=float)[:_MAX_FIT]
+        return self._fit(pair, calibration_a, calibration_b, seed)
+
+
+def _projection(pair, cal_a, cal_b, seed):
+    direction = np.asarray(pair.direction, dtype=float)
+    return lambda outputs: np.asarray(outputs, dtype=float) @ direction
+
+
+def _exact(pair, cal_a, cal_b, seed):
+    mechanism = pair.mechanism
+    return lambda outputs: mechanism.log_likelihood_ratio(np.asarray(outputs, dtype=float), pair.dataset_a,
+                                                          pair.dataset_b)
+
+
+def _exact_applies(pair: CanaryPair) -> str | None:
+    if pair.mechanism.has_log_likelihood_ratio:
+        return None
+    return f"score 'exact' needs a mechanism with an exact likelihood ratio, {pair.mechanism.name!r} has none"
+
+
+def _record_applies(name: str) -> Callable[[CanaryPair], str | None]:
+    def applies(pair: CanaryPair) -> str | None:
+        if not pair.mechanism.trains_model:
+            return f"score {name!r} needs a mechanism that trains a model, {pair.mechanism.name!r} does not"
+        if pair.kind != "input" or pair.index is None:
+            return (f"score {name!r} scores the canary record: it needs canary kind 'input' at a position, "
+                    f"got kind={pair.kind!r}")
+        return None
+    return applies
+
+
+def _record(name: str):
+    def fit(pair, cal_a, cal_b, seed):
+        """The canary record's loss or logit margin under the model each output describes (a mechanism hook)."""
+        record = np.array(pair.dataset_a.records[pair.index - 1])
+        mechanism = pair.mechanism
+        return lambda outputs: mechanism.record_score(np.asarray(outputs, dtype=float), record, name)
+    return fit
+
+
+def _float_bits_applies(pair: CanaryPair) -> str | None:
+    if pair.mechanism.release_grid is None:
+        return None
+    return (f"score 'float-bits' looks for leaks in the low bits of released floats; {pair.mechanism.name!r} "
+            f"snaps its outputs to a grid of {pair.mechanism.release_grid:g}")
+
+
+_BUILTINS = (
+    BuiltinScore("projection", "projection of the output on the canary direction", False, _projection),
+    BuiltinScore("gaussian", "log-likelihood ratio of Gaussians fitted on calibration trials", True,
+                 lambda pair, a, b, seed: _fit_gaussian(a, b)),
+    BuiltinScore("logistic", "logistic regression fitted on calibration trials", True,
+                 lambda pair, a, b, seed: _fit_classifier(a, b, hidden=0, seed=seed)),
+    BuiltinScore("mlp", "small neural network fitted on calibration trials", True,
+                 lambda pair, a, b, seed: _fit_classifier(a, b, hidden=32, seed=seed)),
+    BuiltinScore("exact", "exact log-likelihood ratio supplied by the mechanism", False, _exact, _exact_applies),
+    BuiltinScore("float-bits", "floating-point distinguisher: value windows crossed with significand bits", True,
+                 lambda pair, a, b, seed: fit_float_bits(a, b), _float_bits_applies),
+    BuiltinScore("canary-loss", "loss of the canary record under each trial's trained model (input canaries of "
+                 "models)", False, _record("canary-loss"), _record_applies("canary-loss")),
+    BuiltinScore("logit-margin", "logit margin of the canary record's label under each trial's trained model",
+                 False, _record("logit-margin"), _record_applies("logit-margin")),
+)
+_REGISTRY: dict[str, Score] = {score.name: score for score in _BUILTINS}
+#: Modules of the package that define more scores (each calls :func:`register_score` once per score);
+#: imported on the registry's first use, so importing this module registers nothing elsewhere.
+SCORE_MODULES: tuple[str, ...] = ()
+_loaded = False
+
+
+def _load() -> dict[str, Score]:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for module in SCORE_MODULES:
+            importlib.import_module(module)
+    return _REGISTRY
+
+
+def register_score(score: Score) -> Score:
+    """Make ``score`` reachable by its name (configs, ``score="name"``); returns it.
+
+    Raises
+    ------
+    ParameterError
+        When ``score`` is not a :class:`Score` or its name is already registered.
+    """
+    if not isinstance(score, Score) or not isinstance(score.name, str) or not score.name:
+        raise ParameterError(f"a score needs a name and fit(pair, calibration_a, calibration_b, seed), got {score!r}")
+    if score.name in _REGISTRY and _REGISTRY[score.name] is not score:
+        raise ParameterError(f"a score named {score.name!r} is already registered")
+    _REGISTRY[score.name] = score
+    return score
+
+
+def registered_scores() -> dict[str, Score]:
+    """Every registered score by name (built-ins first)."""
+    return dict(_load())
+
+
+class _Summaries(Mapping):
+    """``SCORES``: name -> one-line summary of every registered score (read afresh on each use)."""
+
+    def _fresh(self) -> dict[str, str]:
+        return {name: getattr(score, "summary", "") or name for name, score in _load().items()}
+
+    def __getitem__(self, key: str) -> str:
+        return self._fresh()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fresh())
+
+    def __len__(self) -> int:
+        return len(self._fresh())
+
+
+SCORES: Mapping[str, str] = _Summaries()
+
+
+def get_score(name: str) -> Score:
+    """The registered score ``name`` (a ParameterError naming the valid ones otherwise)."""
+    registry = _load()
+    if not isinstance(name, str) or name not in registry:
+        raise ParameterError(f"score must be one of {', '.join(registry)}, got score={name!r}"
+                             f"{suggestion(name, registry) if isinstance(name, str) else ''}")
+    return registry[name]
+
+
+def resolve_scores(spec: str | Score | Sequence[str | Score]) -> tuple[Score, ...]:
+    """Score objects from a name, an object, or a list of either (distinct names, at least one)."""
+    items = list(spec) if isinstance(spec, (list, tuple)) else [spec]
+    if not items:
+        raise ParameterError("score must name at least one score, got score=[]")
+    scores = []
+    for item in items:
+        if isinstance(item, str):
+            scores.append(get_score(item))
+        elif isinstance(item, Score) and isinstance(item.name, str) and item.name:
+            scores.append(item)
+        else:
+            raise ParameterError(f"score must be a name, an object with name and fit(), or a list of them, "
+                                 f"got score={item!r}")
+    names = [score.name for score in scores]
+    if len(set(names)) != len(names):
+        raise ParameterError(f"score names must be distinct, got score={names}")
+    return tuple(scores)
+
+
+def is_fitted(name: str | Score) -> bool:
+    """True when the score is fitted on calibration outputs (so calibration keeps raw outputs)."""
+    return score_fitted(get_score(name) if isinstance(name, str) else name)
+
+
+def fit_score(name: str | Score, pair: CanaryPair, calibration_a: np.ndarray | None = None,
               calibration_b: np.ndarray | None = None, *, seed: int = 0) -> ScoreFunction:
-    """Fit the score ``name`` on calibration outputs and return it.
+    """Fit the score ``name`` (or a score object) on calibration outputs and return it.
 
     Parameters
     ----------
-    name : str
-        One of ``SCORES``.
+    name : str or Score
+        A registered name (``SCORES``) or a score object.
     pair : CanaryPair
         The neighbouring pair (direction, datasets, mechanism).
     calibration_a, calibration_b : numpy.ndarray, optional
         Outputs of calibration trials on ``S`` and ``S'``; required by the
         fitted scores, never the trials that certify the bound.
     """
-    check_choice("score", name, SCORES)
-    if name == "projection":
-        direction = np.asarray(pair.direction, dtype=float)
-        return lambda outputs: np.asarray(outputs, dtype=float) @ direction
-    if name == "exact":
-        hook = getattr(pair.mechanism, "log_likelihood_ratio", None)
-        if hook is None:
-            raise ParameterError(f"score 'exact' needs a mechanism with an exact likelihood ratio, "
-                                 f"{pair.mechanism.name!r} has none")
-        return lambda outputs: hook(np.asarray(outputs, dtype=float), pair.dataset_a, pair.dataset_b)
-    if name in MODEL_SCORES:
-        return _record_score(name, pair)
-    if calibration_a is None or calibration_b is None or len(calibration_a) < 2 or len(calibration_b) < 2:
-        raise ParameterError(f"score {name!r} is fitted and needs calibration trials on both datasets")
-    cal_a = np.asarray(calibration_a, dtype=float)[:_MAX_FIT]
-    cal_b = np.asarray(calibration_b, dtype=float)[:_MAX_FIT]
-    if name == "gaussian":
-        return _fit_gaussian(cal_a, cal_b)
-    if name == "float-bits":
-        return fit_float_bits(cal_a, cal_b)
-    return _fit_classifier(cal_a, cal_b, hidden=32 if name == "mlp" else 0, seed=seed)
-
-
-def _record_score(name: str, pair: CanaryPair) -> ScoreFunction:
-    """The canary record's loss or logit margin under the model each output describes (a mechanism hook)."""
-    hook = getattr(pair.mechanism, "record_score", None)
-    if hook is None:
-        raise ParameterError(f"score {name!r} needs a mechanism that trains a model, {pair.mechanism.name!r} does not")
-    if pair.kind != "input" or pair.index is None:
-        raise ParameterError(f"score {name!r} scores the canary record: it needs canary kind 'input' at a "
-                             f"position, got kind={pair.kind!r}")
-    record = np.array(pair.dataset_a.records[pair.index - 1])
-    return lambda outputs: hook(np.asarray(outputs, dtype=float), record, name)
+    score = get_score(name) if isinstance(name, str) else name
+    return score.fit(pair, calibration_a, calibration_b, seed)
 
 
 def _fit_gaussian(cal_a: np.ndarray, cal_b: np.ndarray) -> ScoreFunction:

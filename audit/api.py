@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
+from dpaudit.attacks.scores import resolve_scores
 from dpaudit.audit.job import AUDIT_DEFAULTS, AuditJob, AuditSettings
 from dpaudit.audit.result import AuditResult
 from dpaudit.audit.runner import RunOptions, run_audits
@@ -42,8 +43,8 @@ def _canary_spec(canary: CanarySpec | Mapping[str, Any] | None, index: Any) -> C
 
 def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
              dataset_pair: Sequence[Any] | None = None, canary: CanarySpec | Mapping[str, Any] | None = None,
-             index: Any = None, score: str | None = None, title: str | None = None,
-             **settings: Any) -> AuditJob:
+             index: Any = None, score: Any = None, title: str | None = None,
+             estimators: Sequence[Any] = (), **settings: Any) -> AuditJob:
     """The :class:`AuditJob` that :func:`audit` runs (same arguments)."""
     given = [name for name, value in (("pair", pair), ("dataset_pair", dataset_pair), ("canary", canary))
              if value is not None]
@@ -71,17 +72,19 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
         default_score = "projection"
         canary_table = {key: getattr(spec, key) for key in spec.__dataclass_fields__}
         canary_table["direction"] = list(spec.direction) if spec.direction is not None else None
-    chosen = score or default_score
+    scores = resolve_scores(default_score if score is None else score)
+    names = [s.name for s in scores]
     description = {"mechanism": {"name": mechanism.name, **mechanism.params}, "canary": canary_table,
-                   "attack": {"score": chosen}}
-    return AuditJob(mechanism, pairs, chosen, AuditSettings(**settings),
-                    title or f"{getattr(mechanism, 'label', mechanism.name)} audit", description)
+                   "attack": {"score": names[0] if len(names) == 1 else names}}
+    return AuditJob(mechanism, pairs, scores, AuditSettings(**settings),
+                    title or f"{mechanism.label} audit", description, estimators=tuple(estimators))
 
 
 def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
           dataset_pair: Sequence[Any] | None = None, canary: CanarySpec | Mapping[str, Any] | None = None,
-          index: Any = None, score: str | None = None, title: str | None = None, store: str = MEMORY,
-          workers: int = 1, progress: bool = False, **settings: Any) -> AuditResult:
+          index: Any = None, score: Any = None, title: str | None = None, store: str = MEMORY,
+          workers: int = 1, progress: bool = False, estimators: Sequence[Any] = (),
+          **settings: Any) -> AuditResult:
     """Audit ``mechanism`` and return the :class:`AuditResult`.
 
     Parameters
@@ -98,8 +101,14 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
         The canary (default: the mechanism's own tightest, at its last position).
     index : int, list of int or "all", optional
         Canary position(s), 1-based; overrides ``canary.index``.
-    score : str, optional
-        One of ``dpaudit.attacks.scores.SCORES`` (default ``"projection"``).
+    score : str, Score or list of them, optional
+        A registered score's name (``dpaudit.attacks.scores.SCORES``), a score object of the
+        ``dpaudit.attacks.scores.Score`` protocol (``name`` and ``fit(pair, calibration_a,
+        calibration_b, seed)``; it need not be registered), or a list of either: a portfolio, of which
+        one score is chosen on calibration trials (docs/theory.md). Default ``"projection"``.
+    estimators : sequence of Estimator, optional
+        Estimators run after the built-ins (``dpaudit.audit.certify.Estimator``: ``name``, ``plan``,
+        ``finish``); each shows in ``result.empirical.estimates`` and the reports.
     store : str
         ``":memory:"`` (default) or an SQLite file to keep and reuse chunks.
     workers : int
@@ -120,5 +129,5 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
     ('consistent', 0.94)
     """
     job = make_job(mechanism, pair=pair, dataset_pair=dataset_pair, canary=canary, index=index, score=score,
-                   title=title, **settings)
+                   title=title, estimators=estimators, **settings)
     return run_audits([job], RunOptions(store=str(store), workers=workers, progress=progress))[0]

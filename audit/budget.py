@@ -83,7 +83,7 @@ def default_memory_budget() -> int:
 
 
 def _steps(mechanism: Mechanism) -> int:
-    return int(getattr(mechanism, "steps", None) or mechanism.n_records or 1)
+    return mechanism.iterations
 
 
 def estimate(mechanism: Mechanism, positions: int, settings: AuditSettings, *, workers: int = 1,
@@ -148,8 +148,9 @@ def _culprit(mechanism: Mechanism, positions: int, settings: AuditSettings, larg
         return f"[mechanism] n={mechanism.n_records}"
     if largest == "calibration":
         return f"[audit] trials={settings.trials}"
-    if mechanism.output_dim >= 1000 or getattr(mechanism, "dim", 1) >= 1000:
-        return f"[mechanism] dim={getattr(mechanism, 'dim', mechanism.output_dim)}"
+    size_name, size = mechanism.size_parameter
+    if mechanism.output_dim >= 1000 or size >= 1000:
+        return f"[mechanism] {size_name}={size}"
     if (mechanism.n_records or 1) >= 10**5:
         return f"[mechanism] n={mechanism.n_records}"
     return f"[audit] chunk_size={settings.chunk_size}"

@@ -72,7 +72,8 @@ class AuditConfig:
         settings = AuditSettings(**self.audit)
         try:
             return check_budget(self.mechanism, self.canary.count(self.mechanism), settings, workers=workers,
-                                max_memory=max_memory, store=store, fitted=is_fitted(self.score))
+                                max_memory=max_memory, store=store,
+                                fitted=isinstance(self.score, list) or is_fitted(self.score))
         except ParameterError as exc:
             raise ConfigError(f"{self.source}: {exc}") from None
 
@@ -163,9 +164,17 @@ def _resolve(raw: dict[str, Any], source: str) -> dict[str, Any]:
     if canary["pair"] not in PAIRS:
         raise _fail(source, "canary", "pair", f"must be one of {', '.join(PAIRS)}, got pair={canary['pair']!r}")
     attack = _with_defaults(raw, "attack", ATTACK_DEFAULTS, source)
-    if attack["score"] not in SCORES:
-        raise _fail(source, "attack", "score", f"must be one of {', '.join(SCORES)}, got score={attack['score']!r}"
-                    f"{suggestion(attack['score'], SCORES)}")
+    chosen = attack["score"]
+    if isinstance(chosen, list) and chosen and len(set(map(str, chosen))) == len(chosen):
+        names = chosen  # a portfolio: one is chosen on calibration trials
+    elif isinstance(chosen, list):
+        raise _fail(source, "attack", "score", f"a list of scores must be non-empty and distinct, got score={chosen!r}")
+    else:
+        names = [chosen]
+    for name in names:
+        if not isinstance(name, str) or name not in SCORES:
+            raise _fail(source, "attack", "score", f"must be one of {', '.join(SCORES)} (or a list of them), got "
+                        f"score={name!r}{suggestion(name, SCORES) if isinstance(name, str) else ''}")
     audit = dict(AUDIT_DEFAULTS)
     for key, value in raw.get("audit", {}).items():
         audit[key] = _check_audit_key(key, value, source)

@@ -89,6 +89,12 @@ class EpsilonBound:
     trials: dict[str, int]
     failure_split: dict[str, Any]
 
+    quantity = "epsilon >="
+
+    @property
+    def value(self) -> float:
+        return self.epsilon_lower_bound
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -107,6 +113,12 @@ class GDPBound:
     model_based_epsilon: float | None
     model_based_delta: float | None
 
+    quantity = "mu >= (mu-GDP)"
+
+    @property
+    def value(self) -> float:
+        return self.mu_lower_bound
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -122,6 +134,12 @@ class ProfileBound:
     orientation: str
     trials: dict[str, int]
     failure_split: dict[str, Any]
+
+    quantity = "delta >= at the smallest epsilon of the grid"
+
+    @property
+    def value(self) -> float:
+        return self.delta_lower_bounds[0]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -146,7 +164,8 @@ def _mu_objective(fpr: np.ndarray, fnr: np.ndarray):
     return np.nan_to_num(value, nan=-np.inf, posinf=np.inf), np.zeros(value.shape, dtype=int)
 
 
-_mu_objective.selection_level = 0.01  # see _choose_threshold
+#: The mu bound's threshold is chosen at a level this much stricter than nominal (see _choose_threshold).
+MU_SELECTION_LEVEL = 0.01
 
 
 # -- threshold choice on calibration scores ----------------------------------
@@ -162,27 +181,27 @@ def _candidates(cal_a: np.ndarray, cal_b: np.ndarray, limit: int = 4000) -> np.n
     return pooled
 
 
-def _choose_threshold(cal_a, cal_b, failure: float, objective) -> tuple[float, float]:
+def _choose_threshold(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0) -> tuple[float, float]:
     """The candidate whose bound, certified on the calibration scores themselves, is largest.
 
     Certifying on calibration penalises thresholds in thin tails where the
     calibration counts are mostly noise (maximising raw rates there picks
     lucky fluctuations). The epsilon bound lives in the tails and uses the
     nominal level; the mu bound is best near the centre and uses a level 100
-    times stricter (``objective.selection_level``), which penalises thin tails
+    times stricter (``selection_level``, :data:`MU_SELECTION_LEVEL`), which penalises thin tails
     harder. Over 8 seeded audits of a mu = 1 Gaussian with 10^6 trials per
     side this reached 0.975 of the oracle ceiling in epsilon and 0.995 in mu
     on average. Only the choice changes: the bound is certified on other data.
     """
     candidates = _candidates(cal_a, cal_b)
     fp, fn = error_counts(cal_a, cal_b, candidates)
-    level = failure * getattr(objective, "selection_level", 1.0)
+    level = failure * selection_level
     values, _ = objective(cp_upper(fp, cal_a.size, level), cp_upper(fn, cal_b.size, level))
     best = int(np.argmax(values))
     return float(candidates[best]), float(values[best])
 
 
-def _orientation(cal_a, cal_b, failure: float, objective) -> float:
+def _orientation(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0) -> float:
     """``+1.0`` when high scores point to ``S'`` on the calibration scores, ``-1.0`` when low ones do.
 
     The orientation whose best calibration bound is larger wins; scores are
@@ -191,8 +210,8 @@ def _orientation(cal_a, cal_b, failure: float, objective) -> float:
     datasets (or a score oriented the other way) never turns a strong result
     into 0.
     """
-    forward = _choose_threshold(cal_a, cal_b, failure, objective)[1]
-    backward = _choose_threshold(-cal_a, -cal_b, failure, objective)[1]
+    forward = _choose_threshold(cal_a, cal_b, failure, objective, selection_level)[1]
+    backward = _choose_threshold(-cal_a, -cal_b, failure, objective, selection_level)[1]
     return -1.0 if backward > forward else 1.0
 
 
@@ -215,10 +234,10 @@ def _prepare(scores_a, scores_b, calibration, calibration_fraction, seed):
             scores_a, scores_b)
 
 
-def _thresholds(strategy, cal_a, cal_b, beta, grid_size, objective):
+def _thresholds(strategy, cal_a, cal_b, beta, grid_size, objective, selection_level: float = 1.0):
     check_choice("threshold", strategy, STRATEGIES)
     if strategy == "split":
-        return np.array([_choose_threshold(cal_a, cal_b, beta / 2, objective)[0]])
+        return np.array([_choose_threshold(cal_a, cal_b, beta / 2, objective, selection_level)[0]])
     if grid_size < 1:
         raise ParameterError(f"grid_size must be >= 1, got grid_size={grid_size}")
     return _grid(cal_a, cal_b, grid_size)
@@ -306,8 +325,9 @@ def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float =
 def plan_gdp(cal_a, cal_b, *, confidence: float, threshold: str = "split", grid_size: int = 32) -> ThresholdPlan:
     """Orientation and thresholds of :func:`gdp_lower_bound`, from calibration scores only."""
     beta = 1 - check_confidence(confidence)
-    sign = _orientation(cal_a, cal_b, beta / 2, _mu_objective)
-    thresholds = _thresholds(threshold, sign * cal_a, sign * cal_b, beta, grid_size, _mu_objective)
+    sign = _orientation(cal_a, cal_b, beta / 2, _mu_objective, MU_SELECTION_LEVEL)
+    thresholds = _thresholds(threshold, sign * cal_a, sign * cal_b, beta, grid_size, _mu_objective,
+                             MU_SELECTION_LEVEL)
     return ThresholdPlan(sign, thresholds, _calibration_sizes(cal_a, cal_b))
 
 

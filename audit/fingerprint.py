@@ -19,7 +19,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-__all__ = ["code_fingerprint", "code_version", "package_fingerprint"]
+__all__ = ["code_fingerprint", "code_version", "object_fingerprint", "package_fingerprint"]
 
 _SUBPACKAGES = ("dpaudit", "dpaudit.mechanisms", "dpaudit.attacks", "dpaudit.audit", "dpaudit.reports")
 
@@ -95,7 +95,20 @@ def code_fingerprint(mechanism: Any) -> str:
         module = getattr(cls, "__module__", "") or ""
         if module.split(".")[0] not in ("dpaudit", "builtins", "abc"):
             digest.update(_module_source(module))
-    fn = getattr(mechanism, "fn", None)
-    if fn is not None and callable(fn):
+    fn = mechanism.user_function
+    if fn is not None:
         digest.update(_function_bytes(fn))
+    return digest.hexdigest()[:16]
+
+
+def object_fingerprint(value: Any) -> str:
+    """The fingerprint of a user object's code (its class's module source, or a function's bytecode)."""
+    digest = hashlib.sha256()
+    if callable(value) and hasattr(value, "__code__"):
+        digest.update(_function_bytes(value))
+    for cls in type(value).__mro__:
+        module = getattr(cls, "__module__", "") or ""
+        if module.split(".")[0] not in ("dpaudit", "builtins", "abc", "typing"):
+            digest.update(f"{module}.{cls.__qualname__}".encode())
+            digest.update(_module_source(module))
     return digest.hexdigest()[:16]

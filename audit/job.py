@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair
-from dpaudit.attacks.scores import SCORES
+from dpaudit.attacks.scores import Score, registered_scores, resolve_scores, score_fitted
 from dpaudit.audit.estimators import STRATEGIES
-from dpaudit.audit.fingerprint import code_fingerprint
+from dpaudit.audit.certify import Estimator, check_estimators
+from dpaudit.audit.fingerprint import code_fingerprint, object_fingerprint
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.errors import ParameterError
 
@@ -109,23 +110,28 @@ class AuditJob:
         The mechanism whose claims the audit is judged against.
     pairs : tuple of CanaryPair
         One neighbouring pair per canary position (at least one).
-    score : str
-        One of ``attacks.scores.SCORES``.
+    score : str, Score or sequence of them
+        A registered score's name, a score object (``attacks.scores.Score``), or a list of either (a
+        portfolio: one is chosen on calibration trials). Resolved into :attr:`scores`.
     settings : AuditSettings
     title : str
     description : mapping
         The resolved ``mechanism``, ``canary`` and ``attack`` tables, as the result records them.
     source : str
         Where the job came from (a config path, or ``"<python>"``).
+    estimators : tuple of Estimator
+        Estimators run after the built-ins (``audit.certify``).
     """
 
     mechanism: Mechanism
     pairs: tuple[CanaryPair, ...]
-    score: str
+    score: Any
     settings: AuditSettings
     title: str
     description: Mapping[str, Any]
     source: str = "<python>"
+    estimators: tuple[Estimator, ...] = ()
+    scores: tuple[Score, ...] = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.pairs:
@@ -133,8 +139,34 @@ class AuditJob:
         indices = [pair.index for pair in self.pairs]
         if len(set(indices)) != len(indices):
             raise ParameterError(f"canary positions must be distinct, got index={indices}")
-        if self.score not in SCORES:
-            raise ParameterError(f"score must be one of {', '.join(SCORES)}, got score={self.score!r}")
+        object.__setattr__(self, "scores", resolve_scores(self.score))
+        object.__setattr__(self, "estimators", check_estimators(self.estimators))
+
+    @property
+    def score_names(self) -> tuple[str, ...]:
+        """The names of :attr:`scores`, in order."""
+        return tuple(score.name for score in self.scores)
+
+    @property
+    def fitted(self) -> bool:
+        """True when calibration must keep raw outputs (a fitted score, or a portfolio to choose from)."""
+        return len(self.scores) > 1 or score_fitted(self.scores[0])
+
+    def attack_table(self) -> dict[str, Any]:
+        """The ``attack`` table of the result: the description's, with the score names."""
+        table = dict(self.description.get("attack", {}))
+        names = self.score_names
+        table["score"] = names[0] if len(names) == 1 else list(names)
+        return table
+
+    def _score_identity(self) -> Any:
+        """Names of registered scores; name, class and code fingerprint of any other score object."""
+        registry = registered_scores()
+        if len(self.scores) == 1 and registry.get(self.scores[0].name) is self.scores[0]:
+            return self.scores[0].name  # as before portfolios: a single registered score hashes by its name
+        return [score.name if registry.get(score.name) is score else
+                [score.name, f"{type(score).__module__}.{type(score).__qualname__}", object_fingerprint(score)]
+                for score in self.scores]
 
     @property
     def code_fingerprint(self) -> str:
@@ -146,7 +178,7 @@ class AuditJob:
         """Hash of the description, the settings, every pair's datasets and the code fingerprint."""
         digest = hashlib.sha256()
         digest.update(json.dumps({"description": self.description, "settings": self.settings.to_dict(),
-                                  "score": self.score, "code": self.code_fingerprint},
+                                  "score": self._score_identity(), "code": self.code_fingerprint},
                                  sort_keys=True, separators=(",", ":"), default=str).encode())
         for pair in self.pairs:
             digest.update(pair_digest(pair))

@@ -64,7 +64,7 @@ def dp_audit(request: pytest.FixtureRequest):
     def audit(mechanism, *, epsilon: float, delta: float, **kwargs: Any) -> dict[str, Any]:
         __tracebackhide__ = True  # a failure shows the violation message, not this helper
         options = {"trials": trials, "confidence": base, **budget, **kwargs}
-        record = {"test": request.node.nodeid, "mechanism": getattr(mechanism, "label", mechanism.name),
+        record = {"test": request.node.nodeid, "mechanism": mechanism.label,
                   "claimed_epsilon": epsilon, "delta": delta}
         try:
             summary = assert_private(mechanism, epsilon=epsilon, delta=delta, **options)

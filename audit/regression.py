@@ -24,7 +24,7 @@ class PrivacyViolation(AssertionError):
 
 def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, dataset_pair=None,
                    canary: CanarySpec | None = None, trials: int = 100_000, confidence: float = 0.95,
-                   seed: int = 0, score: str | None = None) -> dict[str, Any]:
+                   seed: int = 0, score: Any = None) -> dict[str, Any]:
     """Audit ``mechanism`` against the claim ``(epsilon, delta)``; raise if a violation is certified.
 
     Parameters
@@ -40,8 +40,9 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
         Trials per dataset (10% calibrate the threshold and any fitted score).
     confidence : float
         A correct mechanism fails with probability at most ``1 - confidence``.
-    score : str, optional
-        Default ``"projection"`` with a canary, ``"gaussian"`` with a dataset pair.
+    score : str, Score or list of them, optional
+        A score's name, a score object, or a list of either (a portfolio, one chosen on calibration
+        trials). Default ``"projection"`` with a canary, ``"gaussian"`` with a dataset pair.
 
     Returns
     -------
@@ -60,7 +61,7 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
     bound = result.epsilon_lower_bound
     chosen = result.attack["score"]
     summary = {
-        "mechanism": getattr(mechanism, "label", mechanism.name), "claimed_epsilon": epsilon, "delta": delta,
+        "mechanism": mechanism.label, "claimed_epsilon": epsilon, "delta": delta,
         "epsilon_lower_bound": bound, "mu_lower_bound": result.empirical.mu_lower_bound,
         "confidence": confidence, "trials": trials, "seed": seed, "score": chosen, "violation": bound > epsilon,
     }

@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dpaudit.mechanisms.accounting.entry import ClaimEntry
 from dpaudit.mechanisms.errors import DPAuditError
 
-__all__ = ["SCHEMA_VERSION", "AuditResult", "ClaimEntry", "Empirical", "IndexResult", "ResultError", "load_result"]
+__all__ = ["SCHEMA_VERSION", "AuditResult", "ClaimEntry", "Empirical", "EstimateEntry", "IndexResult", "ResultError", "load_result"]
 
 #: Version 2: ``empirical.trials`` is always the number of trials per dataset (an int), and
 #: results record the code fingerprint (``code_fingerprint``) that produced them.
@@ -45,42 +46,33 @@ def _plain(value: Any) -> Any:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ClaimEntry:
-    """One evaluated claim: an upper bound (or an exact instance value) at the audit's delta.
+class EstimateEntry:
+    """One estimator's certified statement, as results and reports list it (whichever estimators ran).
 
-    ``extra`` holds the optional keys of some claims (``profile``,
-    ``delta_at_epsilon``, ``below_accountant``).
+    ``quantity`` says what is bounded (``"epsilon >="``), ``value`` the bound, ``record`` the estimator's
+    full record (its failure-probability split included).
     """
 
     name: str
-    citation: str
-    relation: str
-    kind: str
-    applicable: bool
-    reason: str
-    index: int | None
-    epsilon: float | None
-    delta: float | None
-    notes: tuple[str, ...] = ()
-    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-
-    _KEYS = ("name", "citation", "relation", "kind", "applicable", "reason", "index", "epsilon", "delta", "notes")
+    quantity: str
+    value: float
+    method: str
+    confidence: float
+    record: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, entry: Mapping[str, Any]) -> "ClaimEntry":
-        fields = {key: entry.get(key) for key in cls._KEYS}
-        fields["notes"] = tuple(entry.get("notes") or ())
-        fields["kind"] = fields["kind"] or "upper-bound"
-        fields["reason"] = fields["reason"] or ""
-        extra = {key: value for key, value in entry.items() if key not in cls._KEYS}
-        return cls(**fields, extra=extra)
+    def of(cls, name: str, estimate: Any) -> "EstimateEntry":
+        """From an estimator's record (``audit.certify.Estimate``)."""
+        return cls(name=name, quantity=str(estimate.quantity), value=float(estimate.value),
+                   method=str(estimate.method), confidence=float(estimate.confidence),
+                   record=_plain(estimate.to_dict()))
+
+    @classmethod
+    def from_dict(cls, entry: Mapping[str, Any]) -> "EstimateEntry":
+        return cls(**{f.name: entry[f.name] for f in dataclasses.fields(cls) if f.name in entry})
 
     def to_dict(self) -> dict[str, Any]:
-        entry = {key: getattr(self, key) for key in self._KEYS}
-        entry["relation"] = str(self.relation)
-        entry["notes"] = list(self.notes)
-        entry.update(_plain(self.extra))
-        return entry
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -104,8 +96,21 @@ class Empirical:
     profile: Mapping[str, Any]
     index: int | None = None
     per_index_confidence: float | None = None
+    estimates: tuple[EstimateEntry, ...] = ()
 
-    _OPTIONAL = ("index", "per_index_confidence")
+    _OPTIONAL = ("index", "per_index_confidence", "estimates")
+
+    @classmethod
+    def from_certification(cls, certification: Any, trials: int) -> "Empirical":
+        """From a :class:`~dpaudit.audit.streaming.Certification` (every estimator that ran is listed)."""
+        eps, gdp = certification.epsilon, certification.gdp
+        profile = certification.estimates.get("profile")
+        return cls(
+            epsilon_lower_bound=eps.epsilon_lower_bound, mu_lower_bound=gdp.mu_lower_bound,
+            confidence=eps.confidence, delta=eps.delta, trials=int(trials), method=eps.method,
+            model_based_epsilon=gdp.model_based_epsilon, epsilon=eps.to_dict(), gdp=gdp.to_dict(),
+            profile=profile.to_dict() if profile is not None else {},
+            estimates=tuple(EstimateEntry.of(name, record) for name, record in certification.estimates.items()))
 
     @classmethod
     def from_dict(cls, entry: Mapping[str, Any]) -> "Empirical":
@@ -113,12 +118,19 @@ class Empirical:
         missing = [name for name in names if name not in entry and name not in cls._OPTIONAL]
         if missing:
             raise ResultError(f"empirical has no {missing[0]!r}")
-        return cls(**{name: entry[name] for name in names if name in entry})
+        fields = {name: entry[name] for name in names if name in entry}
+        fields["estimates"] = tuple(EstimateEntry.from_dict(e) for e in entry.get("estimates") or ())
+        return cls(**fields)
+
+    def replace(self, **changes: Any) -> "Empirical":
+        """A copy with ``changes``."""
+        return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        entry = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        entry = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "estimates"}
+        entry["estimates"] = [e.to_dict() for e in self.estimates]
         for name in self._OPTIONAL:
-            if entry[name] is None:
+            if entry[name] in (None, []):
                 del entry[name]
         return entry
 

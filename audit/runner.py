@@ -24,17 +24,18 @@ import time
 import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from joblib import Parallel, delayed
 
 from dpaudit.attacks.canaries import CanaryPair
-from dpaudit.attacks.scores import ScoreFunction, fit_score, is_fitted
+from dpaudit.attacks.scores import ScoreFunction
 from dpaudit.audit.assemble import assemble
 from dpaudit.audit.budget import check_budget
 from dpaudit.audit.fingerprint import code_version
 from dpaudit.audit.job import AuditJob
+from dpaudit.audit.portfolio import Candidate, choose_score
 from dpaudit.audit.result import AuditResult
 from dpaudit.audit.store import ChunkKey, Store, new_owner
 from dpaudit.mechanisms.errors import DPAuditError, ParameterError
@@ -42,7 +43,8 @@ from dpaudit.mechanisms.errors import DPAuditError, ParameterError
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-__all__ = ["RunOptions", "calibration_trials", "check_scheduler", "chunk_sizes", "run_audits", "unit_seed"]
+__all__ = ["RunOptions", "calibration_trials", "check_scheduler", "chunk_sizes", "run_audits", "run_configs",
+           "unit_seed"]
 _SIDES = {"a": 0, "b": 1}
 _CLUSTER_LOGGERS = ("distributed", "tornado", "bokeh", "asyncio")
 _PARTS = {"cal": 0, "cert": 1}
@@ -84,6 +86,22 @@ class RunOptions:
     max_memory: int | None = None
     verbose: bool = False
 
+    @property
+    def worker_count(self) -> int:
+        """Workers sizing the memory budget: one per Dask run (the cluster sizes itself), else the local pool."""
+        return 1 if self.backend == "dask" else (self.workers or os.cpu_count() or 1)
+
+    def check(self) -> None:
+        """Refuse bad options before any work: workers, backend, and a Dask scheduler that cannot be reached."""
+        if self.workers is not None and self.workers < 1:
+            raise ParameterError(f"workers must be >= 1, got workers={self.workers}")
+        if self.backend not in ("local", "dask"):
+            raise ParameterError(f"backend must be 'local' or 'dask', got backend={self.backend!r}")
+        if self.backend == "dask":
+            if not self.scheduler:
+                raise ParameterError("--backend dask needs --scheduler ADDRESS (e.g. tcp://127.0.0.1:8786)")
+            check_scheduler(self.scheduler)
+
 
 @dataclasses.dataclass
 class _Plan:
@@ -93,6 +111,19 @@ class _Plan:
     n_cal: int
     n_cert: int
     scorers: dict[int, ScoreFunction] = dataclasses.field(default_factory=dict)
+    chosen: dict[int, str] = dataclasses.field(default_factory=dict)
+    candidates: dict[int, tuple[Candidate, ...]] = dataclasses.field(default_factory=dict)
+
+
+class _Task(NamedTuple):
+    """One chunk to compute: which audit (its number in the run), pair, chunk key, size, root seed, scorer."""
+
+    number: int
+    pair: CanaryPair
+    key: ChunkKey
+    trials: int
+    root: int
+    scorer: ScoreFunction | None
 
 
 def _run_unit(number: int, pair: CanaryPair, key: ChunkKey, trials: int, root: int,
@@ -113,22 +144,17 @@ def _run_unit(number: int, pair: CanaryPair, key: ChunkKey, trials: int, root: i
 
 
 def _fitted(plan: _Plan) -> bool:
-    return is_fitted(plan.job.score)
+    return plan.job.fitted
 
 
 @contextlib.contextmanager
 def _backend(options: RunOptions) -> Iterator[int]:
     """Yield ``n_jobs`` inside the right joblib backend."""
+    options.check()
     workers = options.workers
-    if workers is not None and workers < 1:
-        raise ParameterError(f"workers must be >= 1, got workers={workers}")
     if options.backend == "local":
         yield workers or -1
         return
-    if options.backend != "dask":
-        raise ParameterError(f"backend must be 'local' or 'dask', got backend={options.backend!r}")
-    if not options.scheduler:
-        raise ParameterError("backend 'dask' needs --scheduler ADDRESS (e.g. tcp://127.0.0.1:8786)")
     address = check_scheduler(options.scheduler)
     try:
         from dask.distributed import Client
@@ -181,9 +207,9 @@ def check_scheduler(address: str, timeout: float = 3.0) -> str:
     return f"{parsed.scheme}://{parsed.hostname}:{port}"
 
 
-def _execute(tasks: list[tuple], store: Store, n_jobs: int, bar: "tqdm", label: str,
+def _execute(tasks: list[_Task], store: Store, n_jobs: int, bar: "tqdm", label: str,
              audit_of: dict[int, str], owner: str) -> Counter:
-    """Run tasks ``(plan_number, pair, key, trials, root, scorer)``; store each chunk as it finishes.
+    """Run tasks; store each chunk as it finishes.
 
     A task runs only once this run holds its lease (``Store.claim``); chunks
     another live run is computing are waited for, and taken over if their
@@ -196,22 +222,22 @@ def _execute(tasks: list[tuple], store: Store, n_jobs: int, bar: "tqdm", label: 
     pending = list(tasks)
     bar.set_postfix_str(label)
     while pending:
-        waiting: list[tuple] = []
+        waiting: list[_Task] = []
 
         def calls(batch=pending, waiting=waiting):
-            for number, pair, key, trials, root, scorer in batch:
-                if store.claim(audit_of[number], key, owner):
-                    yield delayed(_run_unit)(number, pair, key, trials, root, scorer, single_thread)
+            for task in batch:
+                if store.claim(audit_of[task.number], task.key, owner):
+                    yield delayed(_run_unit)(*task, single_thread)
                 else:
-                    waiting.append((number, pair, key, trials, root, scorer))
+                    waiting.append(task)
 
         for number, key, values, seconds in Parallel(n_jobs=n_jobs, return_as="generator_unordered")(calls()):
             store.put_chunk(audit_of[number], key, values, seconds)
             store.renew(owner)
             computed[audit_of[number]] += 1
             bar.update(1)
-        finished = {audit: store.finished_chunks(audit) for audit in {audit_of[t[0]] for t in waiting}}
-        pending = [task for task in waiting if task[2] not in finished[audit_of[task[0]]]]
+        finished = {audit: store.finished_chunks(audit) for audit in {audit_of[t.number] for t in waiting}}
+        pending = [task for task in waiting if task.key not in finished[audit_of[task.number]]]
         bar.update(len(waiting) - len(pending))  # computed by another run meanwhile
         if pending:
             bar.set_postfix_str(f"{label}: waiting for {len(pending)} chunks another run is computing")
@@ -226,10 +252,10 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
     and code) is reused, never recomputed.
     """
     started = time.perf_counter()
-    workers = 1 if options.backend == "dask" else (options.workers or os.cpu_count() or 1)
+    options.check()
     for job in jobs:
-        check_budget(job.mechanism, len(job.pairs), job.settings, workers=workers, max_memory=options.max_memory,
-                     store=options.store, fitted=is_fitted(job.score))
+        check_budget(job.mechanism, len(job.pairs), job.settings, workers=options.worker_count,
+                     max_memory=options.max_memory, store=options.store, fitted=job.fitted)
     with Store(options.store) as store:
         plans = []
         for job in jobs:
@@ -258,7 +284,7 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
         results = []
         for plan in plans:
             total = len(store.finished_chunks(plan.audit_id))
-            result = assemble(plan.job, _scores_of(plan, store),
+            result = assemble(plan.job, _scores_of(plan, store), chosen=plan.chosen, candidates=plan.candidates,
                               timings={"seconds": time.perf_counter() - started,
                                        "chunk_seconds": store.chunk_seconds(plan.audit_id),
                                        "chunks_computed": computed[plan.audit_id],
@@ -269,6 +295,15 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
     return results
 
 
+def run_configs(configs: list, options: RunOptions) -> list[AuditResult]:
+    """Run audits from configs (``audit.config.AuditConfig``): options and every budget are checked before
+    any dataset is built, then :func:`run_audits` runs the jobs. ``dpaudit run`` and ``check`` call this."""
+    options.check()
+    for config in configs:
+        config.check_budget(workers=options.worker_count, max_memory=options.max_memory, store=options.store)
+    return run_audits([config.job() for config in configs], options)
+
+
 def _pending(plan: _Plan, part: str, reused: set) -> int:
     """Chunks of ``part`` not yet in the store (the progress bar's total, known before any scorer is fitted)."""
     total = plan.n_cal if part == "cal" else plan.n_cert
@@ -277,7 +312,7 @@ def _pending(plan: _Plan, part: str, reused: set) -> int:
                for index in plan.pairs for side in ("a", "b") for chunk in range(len(sizes)))
 
 
-def _tasks(plans: list[_Plan], part: str, reused: dict[str, set]) -> list[tuple]:
+def _tasks(plans: list[_Plan], part: str, reused: dict[str, set]) -> list[_Task]:
     tasks = []
     for number, plan in enumerate(plans):
         total = plan.n_cal if part == "cal" else plan.n_cert
@@ -286,23 +321,29 @@ def _tasks(plans: list[_Plan], part: str, reused: dict[str, set]) -> list[tuple]
             if part == "cert":
                 scorer = plan.scorers[index]
             elif not _fitted(plan):
-                scorer = fit_score(plan.job.score, pair)
+                scorer = plan.job.scores[0].fit(pair, None, None, plan.job.settings.seed)
             for side in ("a", "b"):
                 for chunk, trials in enumerate(chunk_sizes(total, plan.job.settings.chunk_size)):
                     key = (index, side, part, chunk)
                     if key not in reused[plan.audit_id]:
-                        tasks.append((number, pair, key, trials, plan.job.settings.seed, scorer))
+                        tasks.append(_Task(number, pair, key, trials, plan.job.settings.seed, scorer))
     return tasks
 
 
 def _fit_scores(plan: _Plan, store: Store) -> None:
+    """Fit the score of every position on its calibration outputs (choosing one of a portfolio there)."""
+    settings = plan.job.settings
     for index, pair in plan.pairs.items():
         if _fitted(plan):
             cal_a = store.get_chunks(plan.audit_id, index, "a", "cal")
             cal_b = store.get_chunks(plan.audit_id, index, "b", "cal")
-            plan.scorers[index] = fit_score(plan.job.score, pair, cal_a, cal_b, seed=plan.job.settings.seed)
+            score, plan.scorers[index], plan.candidates[index] = choose_score(
+                plan.job.scores, pair, cal_a, cal_b, seed=settings.seed, delta=settings.delta,
+                confidence=settings.confidence)
+            plan.chosen[index] = score.name
         else:
-            plan.scorers[index] = fit_score(plan.job.score, pair)
+            plan.scorers[index] = plan.job.scores[0].fit(pair, None, None, settings.seed)
+            plan.chosen[index] = plan.job.scores[0].name
 
 
 class _StoreSource:

@@ -13,26 +13,59 @@ arrays exactly: the same counts enter the same Clopper-Pearson bounds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
-from dpaudit.audit.confidence import Counts, check_scores
-from dpaudit.audit.estimators import (
-    finish_epsilon,
-    finish_gdp,
-    finish_profile,
-    plan_epsilon,
-    plan_gdp,
-    plan_profile,
+from dpaudit.audit.certify import (
+    BUILTIN_ESTIMATORS,
+    PROFILE_EPSILONS,
+    CertifySettings,
+    Estimate,
+    Estimator,
+    check_estimators,
 )
+from dpaudit.audit.confidence import Counts, check_scores
 from dpaudit.mechanisms.errors import ParameterError
 
-__all__ = ["ArraySource", "PROFILE_EPSILONS", "ScoreSource", "StreamingCertifier", "certify_source"]
+__all__ = ["ArraySource", "Certification", "PROFILE_EPSILONS", "ScoreSource", "StreamingCertifier",
+           "certify_source"]
 
-PROFILE_EPSILONS = tuple(np.round(np.linspace(0.0, 8.0, 33), 4))
 _SIDES = ("a", "b")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Certification:
+    """What certification of one canary position produced (frozen).
+
+    Attributes
+    ----------
+    estimates : mapping
+        Estimator name -> its certified record, in the order the estimators ran (the built-ins first).
+    distributions : mapping
+        The figures' ROC and histogram (binned counts, not certified).
+    trials : mapping
+        Certification trials per side.
+    """
+
+    estimates: Mapping[str, Estimate]
+    distributions: Mapping[str, Any]
+    trials: Mapping[str, int]
+
+    @property
+    def epsilon(self) -> Estimate:
+        """The epsilon bound (the verdict uses it)."""
+        return self.estimates["epsilon"]
+
+    @property
+    def gdp(self) -> Estimate:
+        return self.estimates["gdp"]
+
+    @property
+    def profile(self) -> Estimate:
+        return self.estimates["profile"]
 
 
 class ScoreSource(Protocol):
@@ -72,17 +105,17 @@ class StreamingCertifier:
         Threshold strategy of the epsilon and mu bounds.
     bins, points : int
         Histogram bins and ROC points of the figures.
+    estimators : sequence of Estimator, optional
+        Estimators run after the built-ins (``audit.certify``).
     """
 
     def __init__(self, cal_a: np.ndarray, cal_b: np.ndarray, *, delta: float, confidence: float,
-                 threshold: str = "split", bins: int = 60, points: int = 200) -> None:
+                 threshold: str = "split", bins: int = 60, points: int = 200,
+                 estimators: Sequence[Estimator] = ()) -> None:
         cal_a, cal_b = check_scores("calibration_a", cal_a), check_scores("calibration_b", cal_b)
-        self.delta, self.confidence, self.threshold = delta, confidence, threshold
-        self.plans = {
-            "epsilon": plan_epsilon(cal_a, cal_b, delta=delta, confidence=confidence, threshold=threshold),
-            "gdp": plan_gdp(cal_a, cal_b, confidence=confidence, threshold=threshold),
-            "profile": plan_profile(cal_a, cal_b, confidence=confidence),
-        }
+        self.settings = CertifySettings(delta=delta, confidence=confidence, threshold=threshold)
+        self.estimators = BUILTIN_ESTIMATORS + check_estimators(estimators)
+        self.plans = {e.name: e.plan(cal_a, cal_b, self.settings) for e in self.estimators}
         pooled = np.concatenate([cal_a, cal_b])
         low, high = np.quantile(pooled, [0.0005, 0.9995])
         self.edges = np.linspace(low, high, bins + 1) if high > low else np.linspace(low - 1, low + 1, bins + 1)
@@ -92,8 +125,7 @@ class StreamingCertifier:
         tails = np.geomspace(1e-6, 0.5, points // 4)
         levels = np.concatenate([np.linspace(0, 1, points // 2), tails, 1 - tails])
         self.roc_thresholds = np.unique(np.quantile(self.sign * pooled, np.clip(levels, 0, 1)))
-        self.counts = {name: {side: np.zeros(plan.thresholds.size) for side in _SIDES}
-                       for name, plan in self.plans.items()}
+        self.counts: dict[str, dict[str, Any]] = {name: {side: 0.0 for side in _SIDES} for name in self.plans}
         self.histogram = {side: np.zeros(bins, dtype=np.int64) for side in _SIDES}
         self.above = {side: np.zeros(self.roc_thresholds.size, dtype=np.int64) for side in _SIDES}
         self.trials = {side: 0 for side in _SIDES}
@@ -104,7 +136,7 @@ class StreamingCertifier:
             raise ParameterError(f"side must be 'a' or 'b', got side={side!r}")
         chunk = check_scores(f"certification scores ({side})", scores)
         for name, plan in self.plans.items():
-            self.counts[name][side] += plan.count(side, chunk)
+            self.counts[name][side] = self.counts[name][side] + np.asarray(plan.count(side, chunk), dtype=float)
         self.histogram[side] += np.histogram(chunk, self.edges)[0]
         ordered = np.sort(self.sign * chunk)
         self.above[side] += ordered.size - np.searchsorted(ordered, self.roc_thresholds, side="left")
@@ -118,25 +150,19 @@ class StreamingCertifier:
     def _counts(self, name: str) -> Counts:
         return Counts(self.counts[name]["a"], self.counts[name]["b"], self.trials["a"], self.trials["b"])
 
-    def finish(self) -> dict[str, Any]:
-        """The certified ``epsilon``, ``gdp`` and ``profile`` bounds and the figures' ``distributions``."""
+    def finish(self) -> Certification:
+        """Every estimator's certified record and the figures' ``distributions``."""
         for side in _SIDES:
             if self.trials[side] == 0:
                 raise ParameterError(f"no certification scores for side {side!r}")
-        return {
-            "epsilon": finish_epsilon(self.plans["epsilon"], self._counts("epsilon"), delta=self.delta,
-                                      confidence=self.confidence, threshold=self.threshold),
-            "gdp": finish_gdp(self.plans["gdp"], self._counts("gdp"), confidence=self.confidence,
-                              delta=self.delta, threshold=self.threshold),
-            "profile": finish_profile(self.plans["profile"], self._counts("profile"), epsilons=PROFILE_EPSILONS,
-                                      confidence=self.confidence),
-            "distributions": {
-                "roc": self._roc(),
-                "histogram": {"edges": self.edges.tolist(), "a": self.histogram["a"].tolist(),
-                              "b": self.histogram["b"].tolist()},
-            },
-            "trials": dict(self.trials),
+        estimates = {e.name: e.finish(self.plans[e.name], self._counts(e.name), self.settings)
+                     for e in self.estimators}
+        distributions = {
+            "roc": self._roc(),
+            "histogram": {"edges": self.edges.tolist(), "a": self.histogram["a"].tolist(),
+                          "b": self.histogram["b"].tolist()},
         }
+        return Certification(estimates=estimates, distributions=distributions, trials=dict(self.trials))
 
 
 def _roc_summary(fpr: np.ndarray, tpr: np.ndarray, at: float = 1e-3) -> dict[str, float]:
@@ -153,9 +179,11 @@ def _roc_summary(fpr: np.ndarray, tpr: np.ndarray, at: float = 1e-3) -> dict[str
     return {"auc": area, "tpr_at_fpr": float(low.max()) if low.size else 0.0, "fpr_level": at}
 
 
-def certify_source(source: ScoreSource, *, delta: float, confidence: float, threshold: str) -> dict[str, Any]:
+def certify_source(source: ScoreSource, *, delta: float, confidence: float, threshold: str,
+                   estimators: Sequence[Estimator] = ()) -> Certification:
     """:meth:`StreamingCertifier.finish` over every chunk of ``source``."""
-    certifier = StreamingCertifier(*source.calibration(), delta=delta, confidence=confidence, threshold=threshold)
+    certifier = StreamingCertifier(*source.calibration(), delta=delta, confidence=confidence, threshold=threshold,
+                                   estimators=estimators)
     for side in _SIDES:
         for chunk in source.chunks(side):
             certifier.add(side, chunk)

@@ -180,6 +180,67 @@ class Mechanism(abc.ABC):
         """True when a zero record acts as no record, so a zero canary realises add/remove."""
         return self.n_records is None
 
+    #: False when a zero *input* record still has an effect (a model's bias), so an input canary paired
+    #: with zero or removal realises replace-one only, whatever :attr:`zero_record_is_absent` says.
+    zero_input_is_absent: ClassVar[bool] = True
+
+    @property
+    def label(self) -> str:
+        """The name reports and messages use (a wrapped function's qualified name; else :attr:`name`)."""
+        return self.name
+
+    @property
+    def iterations(self) -> int:
+        """Sequential steps one trial runs (``steps`` of an iterative mechanism, else the records), for
+        the size and time estimates of ``audit.budget``."""
+        steps = getattr(self, "steps", None)
+        return int(steps or self.n_records or 1)
+
+    @property
+    def size_parameter(self) -> tuple[str, int]:
+        """``("dim", value)``: the parameter that sets the output size (the ``dim`` parameter where there
+        is one, else the output dimension), named when an audit is too large."""
+        dim = getattr(self, "dim", None)
+        return ("dim", int(dim)) if isinstance(dim, (int, np.integer)) else ("dim", self.output_dim)
+
+    @property
+    def user_function(self) -> Any:
+        """A user's function whose code decides the outputs (``from_callable``'s ``fn``, a model factory),
+        fingerprinted with the audit; ``None`` by default."""
+        fn = getattr(self, "fn", None)
+        return fn if callable(fn) else None
+
+    @property
+    def has_log_likelihood_ratio(self) -> bool:
+        """True when :meth:`log_likelihood_ratio` is implemented (the score ``exact``)."""
+        return type(self).log_likelihood_ratio is not Mechanism.log_likelihood_ratio
+
+    def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
+        """The exact ``log p_{S'}(o) - p_S(o)`` of each output (score ``exact``); none by default.
+
+        Raises
+        ------
+        ParameterError
+            When the mechanism has no exact likelihood ratio (:attr:`has_log_likelihood_ratio` is False).
+        """
+        raise ParameterError(f"score 'exact' needs a mechanism with an exact likelihood ratio, "
+                             f"{self.name!r} has none")
+
+    @property
+    def trains_model(self) -> bool:
+        """True when outputs describe trained models and :meth:`record_score` scores a record under them."""
+        return type(self).record_score is not Mechanism.record_score
+
+    def record_score(self, outputs: np.ndarray, record: np.ndarray, name: str) -> np.ndarray:
+        """A record's score (``canary-loss`` or ``logit-margin``) under the model each output describes.
+
+        Raises
+        ------
+        ParameterError
+            When outputs are not trained models (:attr:`trains_model` is False).
+        """
+        raise ParameterError(f"score {name!r} needs a mechanism that trains a model, {self.name!r} does not")
+
     def canary_records(self, u: np.ndarray, *, reset: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The canary records ``(x, x')`` at the ends of the record space.
 

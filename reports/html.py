@@ -10,12 +10,17 @@ from dpaudit.reports import plots
 from dpaudit.reports.text import (
     INDEX_COLUMNS,
     _plain_num,
+    ESTIMATE_COLUMNS,
+    PORTFOLIO_COLUMNS,
     claims_rows,
+    estimate_rows,
     gdp_sentence,
     index_rows,
+    portfolio_rows,
     reading_guide,
     release_text,
     shown_params,
+    typed,
     verdict_sentence,
 )
 
@@ -25,19 +30,22 @@ _ENV = Environment(loader=PackageLoader("dpaudit.reports", "templates"), autoesc
 _ENV.filters["num"] = _plain_num
 
 
-def html(document: dict[str, Any]) -> str:
-    """Render the report; every user-supplied string goes through autoescaping."""
+def html(result: Any) -> str:
+    """Render the report of an :class:`AuditResult` (or its document); every user-supplied string goes
+    through autoescaping."""
+    result = typed(result)
     figures = [
         ("Certified epsilon (each index at its own confidence) against every applicable claim.",
-         plots.epsilon_by_index(document)),
-        ("Certified privacy profile under the claimed profiles.", plots.privacy_profile(document)),
-        ("ROC of the distinguisher at the strongest index (log axes).", plots.roc(document)),
-        ("Score histograms on S and S' at the strongest index.", plots.histograms(document)),
+         plots.epsilon_by_index(result)),
+        ("Certified privacy profile under the claimed profiles.", plots.privacy_profile(result)),
+        ("ROC of the distinguisher at the strongest index (log axes).", plots.roc(result)),
+        ("Score histograms on S and S' at the strongest index.", plots.histograms(result)),
     ]
     return _ENV.get_template("report.html.j2").render(
-        doc=document, sentence=verdict_sentence(document), gdp=gdp_sentence(document), figures=figures,
-        release=release_text(document["mechanism"].get("release_grid")),
-        claims=claims_rows(document["claims"], document.get("tightness", {}),
-                           document["empirical"].get("epsilon_lower_bound")),
-        guide=reading_guide(document), params=shown_params(document["mechanism"]),
-        index_columns=INDEX_COLUMNS, index_rows=index_rows(document))
+        doc=result, sentence=verdict_sentence(result), gdp=gdp_sentence(result), figures=figures,
+        release=release_text(result.mechanism.get("release_grid")),
+        claims=claims_rows(result.claims, result.tightness, result.empirical.epsilon_lower_bound),
+        guide=reading_guide(result), params=shown_params(result.mechanism),
+        index_columns=INDEX_COLUMNS, index_rows=index_rows(result),
+        estimate_columns=ESTIMATE_COLUMNS, estimates=estimate_rows(result),
+        portfolio_columns=PORTFOLIO_COLUMNS, portfolio=portfolio_rows(result))

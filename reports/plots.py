@@ -9,11 +9,14 @@ from __future__ import annotations
 import io
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+
+if TYPE_CHECKING:
+    from dpaudit.audit.result import AuditResult, IndexResult
 
 __all__ = ["epsilon_by_index", "histograms", "privacy_profile", "roc", "to_svg"]
 
@@ -65,29 +68,30 @@ def _legend(axes) -> None:
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
 
 
-def epsilon_by_index(document: dict[str, Any]) -> str:
+def epsilon_by_index(result: "AuditResult | dict[str, Any]") -> str:
     """Certified epsilon by canary index, every applicable claim, exact values and the ceiling."""
-    rows = [r for r in document["per_index"] if r["index"] is not None] or document["per_index"]
-    x = [r["index"] if r["index"] is not None else 0 for r in rows]
+    result = _typed(result)
+    rows = [r for r in result.per_index if r.index is not None] or list(result.per_index)
+    x = [r.index if r.index is not None else 0 for r in rows]
     figure, axes = new_figure(figsize=(8.0, 4.2))
     names = []
     for row in rows:
-        for claim in row["claims"]:
-            if claim["applicable"] and claim["name"] not in names:
-                names.append(claim["name"])
+        for claim in row.claims:
+            if claim.applicable and claim.name not in names:
+                names.append(claim.name)
     for number, name in enumerate(names):
         values = []
         for row in rows:
-            match = next((c for c in row["claims"] if c["name"] == name and c["applicable"]), None)
-            values.append(match["epsilon"] if match else None)
-        kind = next((c.get("kind") for r in rows for c in r["claims"] if c["name"] == name), "upper-bound")
+            match = next((c for c in row.claims if c.name == name and c.applicable), None)
+            values.append(match.epsilon if match else None)
+        kind = next((c.kind for r in rows for c in r.claims if c.name == name), "upper-bound")
         axes.plot(x, _finite(values), label=_label(f"{name} ({'exact value' if kind == 'exact-instance' else 'claim'})"),
                   **_distinct(number))
-    lower = [r["empirical"]["epsilon_lower_bound"] for r in rows]
-    confidence = rows[0]["empirical"]["confidence"]
+    lower = [r.empirical.epsilon_lower_bound for r in rows]
+    confidence = rows[0].empirical.confidence
     axes.plot(x, lower, color="black", marker="o", linewidth=2.5,
               label=f"certified lower bound (confidence {confidence:.3g} each)")
-    ceilings = [r.get("ceiling") for r in rows]
+    ceilings = [r.ceiling for r in rows]
     if any(c is not None for c in ceilings):
         axes.plot(x, _finite(ceilings), color="grey", linestyle="--", marker="_", label="statistical ceiling")
     axes.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=min(len(x), 10)))
@@ -102,24 +106,25 @@ def epsilon_by_index(document: dict[str, Any]) -> str:
     return to_svg(figure)
 
 
-def privacy_profile(document: dict[str, Any]) -> str:
+def privacy_profile(result: "AuditResult | dict[str, Any]") -> str:
     """Certified ``delta_lb(eps)`` under the claimed and exact ``delta(eps)`` curves, at the strongest index."""
-    row = _strongest(document)
-    empirical = row["empirical"]["profile"]
+    result = _typed(result)
+    row = _strongest(result)
+    empirical = row.empirical.profile
     figure, axes = new_figure(figsize=(8.0, 4.2))
     number = 0
-    for claim in row["claims"]:
-        curve = claim.get("profile")
-        if claim["applicable"] and curve:
-            exact = claim.get("kind") == "exact-instance"
+    for claim in row.claims:
+        curve = claim.profile
+        if claim.applicable and curve:
+            exact = claim.kind == "exact-instance"
             style = {"color": "tab:red", "linewidth": 2} if exact else _distinct(number)
             number += 0 if exact else 1
             axes.plot(curve["epsilons"], [max(d, 1e-300) for d in curve["deltas"]],
-                      label=_label(f"{claim['name']} ({'exact value' if exact else 'claim'})"), **style)
+                      label=_label(f"{claim.name} ({'exact value' if exact else 'claim'})"), **style)
     deltas = [d if d > 0 else math.nan for d in empirical["delta_lower_bounds"]]
     axes.plot(empirical["epsilons"], deltas, color="black", marker="o", markersize=3, linewidth=2.5,
               label="certified lower bound")
-    delta = document["empirical"]["delta"]
+    delta = result.empirical.delta
     if delta and delta > 0:
         axes.axhline(delta, color="grey", linestyle=":", linewidth=1, label=f"the audit's delta = {delta:g}")
     axes.set_yscale("log")
@@ -127,15 +132,15 @@ def privacy_profile(document: dict[str, Any]) -> str:
     axes.set_xlabel("epsilon")
     axes.set_ylabel("delta(epsilon)")
     _legend(axes)
-    where = f" at canary index {row['index']}" if row.get("index") is not None else ""
+    where = f" at canary index {row.index}" if row.index is not None else ""
     axes.set_title(f"Privacy profile{where}")
     return to_svg(figure)
 
 
-def roc(document: dict[str, Any]) -> str:
+def roc(result: "AuditResult | dict[str, Any]") -> str:
     """The distinguisher's ROC (TPR against FPR) on log axes, with its AUC and TPR at a low FPR."""
-    row = _strongest(document)
-    data = row["distributions"]["roc"]
+    row = _strongest(_typed(result))
+    data = row.distributions["roc"]
     figure, axes = new_figure(figsize=(5.2, 4.4))
     points = [(f, t) for f, t in zip(data["fpr"], data["tpr"]) if f > 0 and t > 0]
     label = "distinguisher"
@@ -152,31 +157,38 @@ def roc(document: dict[str, Any]) -> str:
     axes.set_xlabel("false positive rate (S called S')")
     axes.set_ylabel("true positive rate")
     axes.legend(fontsize=8, loc="lower right")
-    where = f" (canary index {row['index']})" if row.get("index") is not None else ""
+    where = f" (canary index {row.index})" if row.index is not None else ""
     axes.set_title(f"ROC of the distinguisher{where}")
     return to_svg(figure)
 
 
-def histograms(document: dict[str, Any]) -> str:
+def histograms(result: "AuditResult | dict[str, Any]") -> str:
     """Score histograms on S (holds the canary record) and S' (its neighbour)."""
-    row = _strongest(document)
-    data = row["distributions"]["histogram"]
+    result = _typed(result)
+    row = _strongest(result)
+    data = row.distributions["histogram"]
     edges = data["edges"]
     centres = [(a + b) / 2 for a, b in zip(edges[:-1], edges[1:])]
     width = edges[1] - edges[0]
     figure, axes = new_figure(figsize=(5.2, 4.4))
     neighbour = {"remove": "S': canary removed", "zero": "S': canary replaced by a zero record"}.get(
-        document.get("canary", {}).get("pair"), "S': canary replaced by its opposite")
+        result.canary.get("pair"), "S': canary replaced by its opposite")
     axes.bar(centres, data["a"], width=width, alpha=0.55, label="S: holds the canary")
     axes.bar(centres, data["b"], width=width, alpha=0.55, label=neighbour)
     axes.set_xlabel("score of one trial's output")
     axes.set_ylabel("trials")
     axes.legend(fontsize=8)
-    where = f" at canary index {row['index']}" if row.get("index") is not None else ""
+    where = f" at canary index {row.index}" if row.index is not None else ""
     axes.set_title(f"Scores on S and S'{where}")
     return to_svg(figure)
 
 
-def _strongest(document: dict[str, Any]) -> dict[str, Any]:
-    index = document["empirical"].get("index")
-    return next((r for r in document["per_index"] if r["index"] == index), document["per_index"][0])
+def _strongest(result: "AuditResult") -> "IndexResult":
+    index = result.empirical.index
+    return next((r for r in result.per_index if r.index == index), result.per_index[0])
+
+
+def _typed(result: "AuditResult | dict[str, Any]") -> "AuditResult":
+    from dpaudit.audit.result import load_result
+
+    return load_result(result)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dpaudit.audit.result import AuditResult
+from dpaudit.audit.result import AuditResult, load_result
 from dpaudit.reports.text import markdown, verdict_sentence
 
 __all__ = ["FORMATS", "as_document", "render", "verdict_sentence", "write_all", "write_text_atomic"]
@@ -26,16 +26,19 @@ def as_document(result: AuditResult | Mapping[str, Any]) -> dict[str, Any]:
 
 
 def render(result: AuditResult | Mapping[str, Any], fmt: str) -> str:
-    """The report of ``result`` as text in format ``fmt`` (``json``, ``md`` or ``html``)."""
-    document = as_document(result)
+    """The report of ``result`` (an :class:`AuditResult`, or its JSON document read back with
+    ``load_result``) as text in format ``fmt`` (``json``, ``md`` or ``html``)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got format={fmt!r}")
+    result = load_result(result)
     if fmt == "json":
-        return json.dumps(document, indent=2, allow_nan=False) + "\n"
+        return json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n"
     if fmt == "md":
-        return markdown(document)
+        return markdown(result)
     if fmt == "html":
         from dpaudit.reports.html import html
 
-        return html(document)
+        return html(result)
     raise ValueError(f"format must be one of {', '.join(FORMATS)}, got format={fmt!r}")
 
 
@@ -56,10 +59,10 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_all(result: AuditResult | Mapping[str, Any], directory: Path) -> list[Path]:
     """Write every format as ``<audit_id>.<ext>`` in ``directory``."""
-    document = as_document(result)
+    result = load_result(result)
     paths = []
     for fmt in FORMATS:
-        path = Path(directory) / f"{document['audit_id']}.{fmt}"
-        write_text_atomic(path, render(document, fmt))
+        path = Path(directory) / f"{result.audit_id}.{fmt}"
+        write_text_atomic(path, render(result, fmt))
         paths.append(path)
     return paths

@@ -12,10 +12,21 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["claims_rows", "gdp_sentence", "index_rows", "markdown", "md", "num", "reading_guide",
-           "release_text", "shown_params", "verdict_sentence"]
+from dpaudit.audit.result import AuditResult, ClaimEntry, IndexResult, load_result
+from dpaudit.audit.verdict import applicable_bounds
+
+__all__ = ["claims_rows", "estimate_rows", "gdp_sentence", "index_rows", "markdown", "md", "num", "portfolio_rows",
+           "reading_guide", "release_text", "shown_params", "typed", "verdict_sentence"]
+
+Result = AuditResult | Mapping[str, Any]
+
+
+def typed(result: Result) -> AuditResult:
+    """The :class:`AuditResult` of a result or of its JSON document (reports render the typed result)."""
+    return load_result(result)
 
 _LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
 _MARKDOWN = re.compile(r"([\\`*_\[\]|#!~])")
@@ -54,40 +65,40 @@ def _plain_num(value: Any, spec: str = ".4g") -> str:
         return str(value)
 
 
-def verdict_sentence(document: dict[str, Any]) -> str:
+def verdict_sentence(result: Result) -> str:
     """What was certified, at which confidence, against which claims (no model-based figure)."""
-    emp = document["empirical"]
-    where = "" if emp.get("index") is None else f", strongest at canary index {emp['index']}"
-    indices = document.get("per_index", [])
-    scope = f" over all {len(indices)} canary positions together" if len(indices) > 1 else ""
-    shown = (f"Certified with confidence {_plain_num(emp['confidence'], 'g')}{scope}: epsilon is at least "
-             f"{_plain_num(emp['epsilon_lower_bound'], '.3f')} at delta = {_plain_num(emp['delta'], 'g')}{where}.")
-    verdict = document["verdict"]
-    if verdict == "violation":
-        return shown + " This contradicts the claims " + ", ".join(map(str, document["violations"])) + "."
-    if verdict == "consistent":
-        return shown + " This is consistent with every applicable claim: " + str(document["verdict_reason"]) + "."
-    return shown + " The audit is inconclusive: " + str(document["verdict_reason"]) + "."
+    result = typed(result)
+    emp = result.empirical
+    where = "" if emp.index is None else f", strongest at canary index {emp.index}"
+    scope = f" over all {len(result.per_index)} canary positions together" if len(result.per_index) > 1 else ""
+    shown = (f"Certified with confidence {_plain_num(emp.confidence, 'g')}{scope}: epsilon is at least "
+             f"{_plain_num(emp.epsilon_lower_bound, '.3f')} at delta = {_plain_num(emp.delta, 'g')}{where}.")
+    if result.verdict == "violation":
+        return shown + " This contradicts the claims " + ", ".join(map(str, result.violations)) + "."
+    if result.verdict == "consistent":
+        return shown + " This is consistent with every applicable claim: " + str(result.verdict_reason) + "."
+    return shown + " The audit is inconclusive: " + str(result.verdict_reason) + "."
 
 
-def gdp_sentence(document: dict[str, Any]) -> str:
+def gdp_sentence(result: Result) -> str:
     """The GDP fit, labelled as model-based and set apart from the certified bound."""
-    emp = document["empirical"]
-    model = emp.get("model_based_epsilon")
-    implied = (f" If the mechanism's tradeoff were exactly Gaussian, epsilon at delta = {_plain_num(emp['delta'], 'g')} "
+    emp = typed(result).empirical
+    model = emp.model_based_epsilon
+    implied = (f" If the mechanism's tradeoff were exactly Gaussian, epsilon at delta = {_plain_num(emp.delta, 'g')} "
                f"would be {_plain_num(model, '.3f')}: this is model-based (assumes a Gaussian tradeoff), "
                "not a certified bound on epsilon, and the verdict does not use it."
                if model is not None else " This is model-based (assumes a Gaussian tradeoff); the verdict does not use it.")
-    return (f"Model-based GDP fit: mu >= {_plain_num(emp['mu_lower_bound'], '.3f')} with confidence "
-            f"{_plain_num(emp['confidence'], 'g')} (mu is the shift between two unit Gaussians whose tradeoff "
+    return (f"Model-based GDP fit: mu >= {_plain_num(emp.mu_lower_bound, '.3f')} with confidence "
+            f"{_plain_num(emp.confidence, 'g')} (mu is the shift between two unit Gaussians whose tradeoff "
             f"the scores are compared with).{implied}")
 
 
-def reading_guide(document: dict[str, Any]) -> list[tuple[str, str]]:
+def reading_guide(result: Result) -> list[tuple[str, str]]:
     """``(term, explanation)`` pairs of the "how to read this report" box."""
-    emp = document["empirical"]
-    count = len(document.get("per_index", []))
-    per_index = emp.get("per_index_confidence")
+    result = typed(result)
+    emp = result.empirical
+    count = len(result.per_index)
+    per_index = emp.per_index_confidence
     guide = [
         ("Certified lower bound", "epsilon is at least this value with the stated confidence, whatever the "
          "mechanism's internals; it comes from counting how often a test tells S from S' on trials it never "
@@ -105,7 +116,11 @@ def reading_guide(document: dict[str, Any]) -> list[tuple[str, str]]:
     if count > 1 and per_index is not None:
         guide.append(("Per-index confidence", f"each of the {count} canary positions is certified at confidence "
                       f"{_plain_num(per_index, '.4g')}, so that all {count} statements hold together with the "
-                      f"audit's confidence {_plain_num(emp['confidence'], 'g')} (a union bound)."))
+                      f"audit's confidence {_plain_num(emp.confidence, 'g')} (a union bound)."))
+    if result.attack.get("portfolio"):
+        guide.append(("Portfolio", "several scores were fitted on part of the calibration trials and judged on "
+                      "the rest; only the strongest certified, on trials none of them saw, so the choice costs "
+                      "nothing in the confidence. Calibration strengths are not certified."))
     return guide
 
 
@@ -116,14 +131,14 @@ def release_text(grid: Any) -> str:
             "(docs/theory.md 1.9)")
 
 
-def shown_params(mechanism: dict[str, Any]) -> dict[str, Any]:
+def shown_params(mechanism: Mapping[str, Any]) -> dict[str, Any]:
     """The parameters that apply: those the mechanism lists as inapplicable and unset ones are hidden."""
     hidden = set(mechanism.get("inapplicable") or ())
     return {key: value for key, value in mechanism.get("params", {}).items()
             if key not in hidden and value is not None}
 
 
-def claims_rows(claims: list[dict[str, Any]], tightness: dict[str, Any],
+def claims_rows(claims: Sequence[ClaimEntry], tightness: Mapping[str, Any],
                 certified: Any = None) -> list[list[str]]:
     """Rows ``name, index, relation, applicable, epsilon, tightness, slack, citation or reason`` (plain text).
 
@@ -131,47 +146,46 @@ def claims_rows(claims: list[dict[str, Any]], tightness: dict[str, Any],
     """
     rows = []
     for claim in claims:
-        ratio = tightness.get(claim["name"])
-        if ratio is None and claim["applicable"] and _number(certified) and _number(claim.get("epsilon")) \
-                and claim["epsilon"] > 0:
-            ratio = certified / claim["epsilon"]
+        ratio = tightness.get(claim.name)
+        if ratio is None and claim.applicable and _number(certified) and _number(claim.epsilon) \
+                and claim.epsilon > 0:
+            ratio = certified / claim.epsilon
         rows.append([
-            str(claim["name"]), "all" if claim.get("index") is None else str(claim["index"]), str(claim["relation"]),
-            "yes" if claim["applicable"] else "no",
-            _plain_num(claim["epsilon"]) if claim["applicable"] else "n/a",
+            str(claim.name), "all" if claim.index is None else str(claim.index), str(claim.relation),
+            "yes" if claim.applicable else "no",
+            _plain_num(claim.epsilon) if claim.applicable else "n/a",
             _plain_num(ratio, ".3g") if ratio is not None else "",
-            _plain_num(claim.get("slack"), ".3g") if claim.get("slack") is not None else "",
-            str(claim["citation"]) if claim["applicable"] else f"not applicable: {claim['reason']}",
+            _plain_num(claim.slack, ".3g") if claim.slack is not None else "",
+            str(claim.citation) if claim.applicable else f"not applicable: {claim.reason}",
         ])
     return rows
 
 
-def _tightest(row: dict[str, Any], relation: str | None) -> dict[str, Any] | None:
-    bounds = [c for c in row["claims"] if c["applicable"] and c.get("kind", "upper-bound") == "upper-bound"
-              and _number(c.get("epsilon")) and (relation is None or c["relation"] == relation)]
-    slack = row.get("theory_slack") or {}
-    named = [c for c in bounds if c["name"] == slack.get("tightest")]
-    return named[0] if named else (min(bounds, key=lambda c: c["epsilon"]) if bounds else None)
+def _tightest(row: IndexResult, relation: str | None) -> ClaimEntry | None:
+    bounds = [c for c in applicable_bounds(row.claims, relation) if _number(c.epsilon)]
+    named = [c for c in bounds if c.name == (row.theory_slack or {}).get("tightest")]
+    return named[0] if named else (min(bounds, key=lambda c: c.epsilon) if bounds else None)
 
 
-def index_rows(document: dict[str, Any]) -> list[dict[str, str]]:
+def index_rows(result: Result) -> list[dict[str, str]]:
     """One row per canary position: certified bounds, tightest claim, exact value, ceiling, tightness, verdict."""
+    result = typed(result)
     rows = []
-    relation = document.get("canary", {}).get("relation")
-    for row in document.get("per_index", []):
-        emp = row["empirical"]
+    relation = result.canary.get("relation")
+    for row in result.per_index:
+        emp = row.empirical
         claim = _tightest(row, relation)
-        exact = next((c.get("epsilon") for c in row["claims"] if c.get("kind") == "exact-instance"), None)
-        certified = emp.get("epsilon_lower_bound")
-        ratio = certified / claim["epsilon"] if claim and _number(certified) and claim["epsilon"] > 0 else None
+        exact = next((c.epsilon for c in row.claims if c.kind == "exact-instance"), None)
+        certified = emp.epsilon_lower_bound
+        ratio = certified / claim.epsilon if claim and _number(certified) and claim.epsilon > 0 else None
         rows.append({
-            "index": "-" if row.get("index") is None else str(row["index"]),
-            "epsilon": _plain_num(certified, ".4f"), "mu": _plain_num(emp.get("mu_lower_bound"), ".4f"),
-            "claim": str(claim["name"]) if claim else "none applicable",
-            "claim_epsilon": _plain_num(claim["epsilon"]) if claim else "n/a",
-            "exact": _plain_num(exact), "ceiling": _plain_num(row.get("ceiling")),
+            "index": "-" if row.index is None else str(row.index),
+            "epsilon": _plain_num(certified, ".4f"), "mu": _plain_num(emp.mu_lower_bound, ".4f"),
+            "claim": str(claim.name) if claim else "none applicable",
+            "claim_epsilon": _plain_num(claim.epsilon) if claim else "n/a",
+            "exact": _plain_num(exact), "ceiling": _plain_num(row.ceiling),
             "tightness": _plain_num(ratio, ".3g") if ratio is not None else "n/a",
-            "verdict": str(row["verdict"]),
+            "verdict": str(row.verdict),
         })
     return rows
 
@@ -179,47 +193,76 @@ def index_rows(document: dict[str, Any]) -> list[dict[str, str]]:
 INDEX_COLUMNS = (("index", "index"), ("epsilon", "epsilon >= (certified)"), ("claim", "tightest claim"),
                  ("claim_epsilon", "claim epsilon"), ("tightness", "tightness"), ("exact", "exact value"),
                  ("ceiling", "ceiling"), ("mu", "mu >= (model-based)"), ("verdict", "verdict"))
+ESTIMATE_COLUMNS = ("estimator", "certified", "value", "method", "confidence")
+PORTFOLIO_COLUMNS = ("index", "score", "applicable", "epsilon >= on held-out calibration", "mu >=", "chose",
+                     "why not applicable")
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+def estimate_rows(result: Result) -> list[list[str]]:
+    """One row per estimator that ran at the strongest position (whichever they were)."""
+    return [[str(e.name), str(e.quantity), _plain_num(e.value, ".4g"), str(e.method), _plain_num(e.confidence, ".4g")]
+            for e in typed(result).empirical.estimates]
+
+
+def portfolio_rows(result: Result) -> list[list[str]]:
+    """One row per candidate score of a portfolio: its calibration strength, and which one certified."""
+    rows = []
+    for c in typed(result).attack.get("portfolio") or ():
+        rows.append(["-" if c.get("index") is None else str(c.get("index")), str(c.get("name")),
+                     "yes" if c.get("applicable") else "no", _plain_num(c.get("epsilon"), ".4g"),
+                     _plain_num(c.get("mu"), ".4g"), "certified" if c.get("chosen") else "",
+                     str(c.get("reason") or "")])
+    return rows
+
+
+def _table(header: Sequence[str], rows: list[list[str]]) -> list[str]:
     return (["| " + " | ".join(md(cell) for cell in header) + " |", "|" + "---|" * len(header)]
             + ["| " + " | ".join(md(cell) for cell in row) + " |" for row in rows])
 
 
-def markdown(document: dict[str, Any]) -> str:
+def markdown(result: Result) -> str:
     """The report in Markdown; every value from the result is escaped (:func:`md`)."""
-    mech, canary, audit = document["mechanism"], document["canary"], document["audit"]
-    lines = [f"# {md(document['title'])}", "", f"**Verdict: {md(document['verdict'])}.** "
-             + md(verdict_sentence(document)), "", "> " + md(gdp_sentence(document)), "",
+    result = typed(result)
+    mech, canary, audit = result.mechanism, result.canary, result.audit
+    lines = [f"# {md(result.title)}", "", f"**Verdict: {md(result.verdict)}.** "
+             + md(verdict_sentence(result)), "", "> " + md(gdp_sentence(result)), "",
              "## How to read this report", ""]
-    lines += [f"- **{md(term)}**: {md(text)}" for term, text in reading_guide(document)]
+    lines += [f"- **{md(term)}**: {md(text)}" for term, text in reading_guide(result)]
     params = ", ".join(f"{md(k)} = {md(v)}" for k, v in shown_params(mech).items())
     indices = canary.get("indices") or []
+    score = result.attack.get("score")
     lines += ["", "## Configuration", "", f"- mechanism: {md(mech['name'])}", f"- parameters: {params}",
               f"- release: {md(release_text(mech.get('release_grid')))}",
               f"- canary: {md(canary['kind'])} ({md(canary['relation'])}), "
               f"{'positions ' + md(', '.join(map(str, indices))) if indices and indices[0] is not None else 'no positions'}",
-              f"- score: {md(document['attack']['score'])}; trials per dataset: {num(audit['trials'], 'd')}; "
-              f"threshold: {md(audit['threshold'])}", ""]
-    strongest = document["empirical"].get("index")
+              f"- score: {md(', '.join(map(str, score)) if isinstance(score, list) else score)}; trials per dataset: "
+              f"{num(audit['trials'], 'd')}; threshold: {md(audit['threshold'])}", ""]
+    strongest = result.empirical.index
     where = f" at the strongest canary index ({md(strongest)})" if strongest is not None else ""
     lines += [f"## Claims{where}", ""]
     lines += _table(["claim", "index", "relation", "applicable", "epsilon", "tightness", "slack", "source"],
-                    claims_rows(document["claims"], document.get("tightness", {}),
-                                document["empirical"].get("epsilon_lower_bound")))
-    slack = document.get("theory_slack") or {}
+                    claims_rows(result.claims, result.tightness, result.empirical.epsilon_lower_bound))
+    slack = result.theory_slack or {}
     if slack.get("tightest"):
         exact = (f"; it is {num(slack['tightest_over_exact'], '.3g')} times the exact value of this instance"
                  if slack.get("tightest_over_exact") else "")
         lines += ["", f"Theory slack: the tightest valid claim is {md(slack['tightest'])} "
-                      f"(epsilon {num(slack['tightest_epsilon'])}){exact}; the slack column is each claim "
+                      f"(epsilon {num(slack.get('tightest_epsilon'))}){exact}; the slack column is each claim "
                       "divided by it."]
     lines += ["", "## By canary index", ""]
     lines += _table([title for _, title in INDEX_COLUMNS],
-                    [[row[key] for key, _ in INDEX_COLUMNS] for row in index_rows(document)])
-    timings = document["timings"]
-    lines += ["", "## Reproduction", "", f"- audit id {md(document['audit_id'])}, seed {num(document['seed'], 'd')}, "
-              f"dpaudit {md(document['code_version'])}",
+                    [[row[key] for key, _ in INDEX_COLUMNS] for row in index_rows(result)])
+    estimates = estimate_rows(result)
+    if estimates:
+        lines += ["", "## Estimators", "", "Each estimator's statement holds at its own confidence.", ""]
+        lines += _table(ESTIMATE_COLUMNS, estimates)
+    candidates = portfolio_rows(result)
+    if candidates:
+        lines += ["", "## Scores tried (portfolio)", ""]
+        lines += _table(PORTFOLIO_COLUMNS, candidates)
+    timings = result.timings
+    lines += ["", "## Reproduction", "", f"- audit id {md(result.audit_id)}, seed {num(result.seed, 'd')}, "
+              f"dpaudit {md(result.code_version)}",
               f"- {num(timings.get('seconds'), '.1f')} s wall, {num(timings.get('chunks_computed', 0), 'd')} chunks "
               f"computed, {num(timings.get('chunks_reused', 0), 'd')} reused", ""]
     return "\n".join(lines)

@@ -51,8 +51,7 @@ class Variant:
 def claimed_epsilon(claim_mechanism, relation: str, index: int | None, delta: float = DELTA) -> float:
     """The smallest applicable upper-bound claim for ``relation``: what the code promises."""
     entries = evaluate_claims(claim_mechanism.claims(index=index), delta=delta)
-    values = [e["epsilon"] for e in entries if e["applicable"] and e["kind"] == "upper-bound"
-              and e["relation"] == relation and e["epsilon"] is not None]
+    values = [e.epsilon for e in entries if e.is_bound and e.relation == relation]
     return min(values) if values else math.inf
 
 

@@ -42,8 +42,19 @@ def _check_level(name: str, value: float | None, *, upper_open: bool) -> None:
 
 
 def bound_document(mech, *, delta: float | None, epsilon: float | None, index: str | None) -> dict[str, Any]:
-    """The JSON document of ``dpaudit bound``."""
+    """The JSON document of ``dpaudit bound``: every claim, and the tightest (``audit.verdict.compare``)."""
+    from dpaudit.audit.verdict import compare
     from dpaudit.mechanisms.accounting.claims import evaluate_claims
+
+    def entries(claims) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        evaluated = evaluate_claims(claims, delta=delta, epsilon=epsilon)
+        tightest = {}
+        if delta is not None:  # the smallest claim per relation (the verdict's rule)
+            for relation in sorted({str(e.relation) for e in evaluated}):
+                compared = compare(0.0, evaluated, relation)
+                if compared.tightest is not None:
+                    tightest[relation] = {"name": compared.tightest, "epsilon": compared.tightest_epsilon}
+        return [e.to_dict() for e in evaluated], tightest
 
     document: dict[str, Any] = {
         "schema_version": 1,
@@ -55,13 +66,13 @@ def bound_document(mech, *, delta: float | None, epsilon: float | None, index: s
         if not mech.has_positions:
             raise UsageError(f"--index all needs a mechanism with records in a fixed order, got {mech.name}")
         n = mech.n_records
-        document["per_index"] = [
-            {"index": t, "claims": evaluate_claims(mech.claims(index=t), delta=delta, epsilon=epsilon)}
-            for t in range(1, n + 1)]
+        document["per_index"] = [{"index": t, "claims": entries(mech.claims(index=t))[0]} for t in range(1, n + 1)]
         chosen = None
     else:
         chosen = None if index is None else _parse_index(index)
-    document["claims"] = evaluate_claims(mech.claims(index=chosen), delta=delta, epsilon=epsilon)
+    document["claims"], tightest = entries(mech.claims(index=chosen))
+    if tightest:
+        document["tightest"] = tightest
     return document
 
 

@@ -74,8 +74,9 @@ def _one_run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound
+    from dpaudit.audit.confidence import split_calibration
     from dpaudit.audit.result import SCHEMA_VERSION, Empirical
+    from dpaudit.audit.streaming import ArraySource, certify_source
 
     if args.one_run:
         return _one_run(args)
@@ -84,15 +85,11 @@ def _run(args: argparse.Namespace) -> int:
 
     scores_a = load_scores(args.scores_a, "--scores-a")
     scores_b = load_scores(args.scores_b, "--scores-b")
-    options = dict(confidence=args.confidence, threshold=args.threshold,
-                   calibration_fraction=args.calibration_fraction, seed=args.seed)
-    eps = epsilon_lower_bound(scores_a, scores_b, delta=args.delta, **options)
-    gdp = gdp_lower_bound(scores_a, scores_b, delta=args.delta, **options)
-    empirical = Empirical(
-        epsilon_lower_bound=eps.epsilon_lower_bound, mu_lower_bound=gdp.mu_lower_bound,
-        confidence=eps.confidence, delta=eps.delta, trials=int(min(scores_a.size, scores_b.size)),
-        method=eps.method, model_based_epsilon=gdp.model_based_epsilon, epsilon=eps.to_dict(),
-        gdp=gdp.to_dict(), profile={})
+    # the same certification as an audit (every estimator, counts at thresholds fixed on calibration)
+    source = ArraySource(*split_calibration(scores_a, scores_b, args.calibration_fraction, args.seed))
+    certification = certify_source(source, delta=args.delta, confidence=args.confidence, threshold=args.threshold)
+    eps, gdp = certification.epsilon, certification.gdp
+    empirical = Empirical.from_certification(certification, int(min(scores_a.size, scores_b.size)))
     document = {"schema_version": SCHEMA_VERSION, "empirical": empirical.to_dict()}
     if args.json:
         emit_json(document)

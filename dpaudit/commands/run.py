@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
-from dpaudit.cli import EXIT_OK, EXIT_VIOLATION, UsageError, count, emit_json
+from dpaudit.cli import EXIT_OK, EXIT_VIOLATION, count, emit_json
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -38,25 +37,19 @@ def _write_outputs(documents: list["AuditResult"], out: str) -> list[str]:
 def _run(args: argparse.Namespace, *, check: bool) -> int:
     from dpaudit.audit.budget import parse_size
     from dpaudit.audit.config import load_configs
-    from dpaudit.audit.runner import RunOptions, check_scheduler, run_audits
+    from dpaudit.audit.runner import RunOptions, run_configs
     from dpaudit.audit.verdict import combine
 
-    if args.backend == "dask":
-        if not args.scheduler:
-            raise UsageError("--backend dask needs --scheduler ADDRESS (e.g. tcp://127.0.0.1:8786)")
-        check_scheduler(args.scheduler)
-    configs = load_configs(args.configs)
-    if args.trials is not None:
-        configs = [config.with_trials(args.trials) for config in configs]
     show_progress = not args.quiet and (not args.json or sys.stderr.isatty())
     max_memory = parse_size(args.max_memory) if args.max_memory is not None else None
-    workers = 1 if args.backend == "dask" else (args.workers or os.cpu_count() or 1)
-    for config in configs:  # before any dataset is built
-        config.check_budget(workers=workers, max_memory=max_memory, store=args.store)
     options = RunOptions(store=args.store, workers=args.workers, backend=args.backend,
                          scheduler=args.scheduler, progress=show_progress, max_memory=max_memory,
                          verbose=args.verbose)
-    documents = run_audits([config.job() for config in configs], options)
+    options.check()  # a bad backend or an unreachable scheduler fails before configs are read
+    configs = load_configs(args.configs)
+    if args.trials is not None:
+        configs = [config.with_trials(args.trials) for config in configs]
+    documents = run_configs(configs, options)
     written = _write_outputs(documents, args.out) if args.out else []
     if not args.quiet:
         _summary(documents)

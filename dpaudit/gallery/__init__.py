@@ -67,9 +67,9 @@ def stopped_comparison_svg(delta: float = 1e-5) -> str:
         for sigma in sigmas:
             mech = mechanisms.make("pnsgd", n=100, dim=1, eta=eta, sigma=float(sigma), loss="huber",
                                    variant="stop", domain="box", low=0.0, high=1.0)
-            entries = {e["name"]: e for e in evaluate_claims(mech.claims(), delta=delta)}
-            contraction.append(entries["contraction-stopped"]["epsilon"] or np.nan)
-            rdp.append(entries["stop-rdp"]["epsilon"] if entries["stop-rdp"]["applicable"] else np.nan)
+            entries = {e.name: e for e in evaluate_claims(mech.claims(), delta=delta)}
+            contraction.append(entries["contraction-stopped"].epsilon or np.nan)
+            rdp.append(entries["stop-rdp"].epsilon if entries["stop-rdp"].applicable else np.nan)
         axes.plot(sigmas, contraction, color=colour, marker="o", markersize=3, label=f"contraction, eta={eta}")
         if eta == 0.1:  # Thm 26 does not depend on eta: one curve for all
             axes.plot(sigmas, rdp, color="black", linestyle="--", label="RDP Thm 26 (any eta)")
@@ -93,8 +93,8 @@ def lssgd_svg(delta: float = 1e-5) -> str:
             mech = mechanisms.make("dp-lssgd", n=n, dim=10, batch_size=batch, steps=steps, noise_std=nu,
                                    sampling=sampling)
             for entry in evaluate_claims(mech.claims(), delta=delta):
-                if entry["name"] in rows and not (entry["name"] == "lssgd-paper-thm1" and sampling != "poisson"):
-                    rows[entry["name"]].append(entry["epsilon"])
+                if entry.name in rows and not (entry.name == "lssgd-paper-thm1" and sampling != "poisson"):
+                    rows[entry.name].append(entry.epsilon)
     figure, axes = plots.new_figure(figsize=(6.4, 3.6))
     labels = {"lssgd-paper-thm1": "paper's Thm 1 (claimed)", "sgm-rdp": "Poisson accountant (MTZ, add/remove)",
               "wor-rdp": "without replacement (WBK Thm 9, replace-one)"}

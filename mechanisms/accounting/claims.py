@@ -19,10 +19,12 @@ from typing import Any
 import numpy as np
 
 from dpaudit.mechanisms.accounting.conversions import cks_delta, cks_epsilon
+from dpaudit.mechanisms.accounting.entry import ClaimEntry
 from dpaudit.mechanisms.accounting.profiles import bisect_decreasing
 
 __all__ = [
     "Claim",
+    "ClaimEntry",
     "RELATIONS",
     "evaluate_claims",
     "delta_for_epsilon",
@@ -88,61 +90,61 @@ class Claim:
             return math.nan
         return float(min(max(self.delta_fn(float(epsilon)), 0.0), 1.0))
 
-    def evaluate(self, *, delta: float | None = None, epsilon: float | None = None) -> dict[str, Any]:
-        """The JSON entry of docs/design.md: ``name, applicable, epsilon, delta, index`` and more."""
+    def evaluate(self, *, delta: float | None = None, epsilon: float | None = None) -> "ClaimEntry":
+        """This claim evaluated at ``delta`` (its epsilon) and/or ``epsilon`` (its delta).
+
+        Returns
+        -------
+        ClaimEntry
+            Frozen; its :meth:`ClaimEntry.to_dict` is the JSON entry of docs/design.md.
+        """
         reason = self.reason
         applicable = self.applicable
         if applicable and self.condition is not None:
             failed = self.condition(epsilon, delta)
             if failed:
                 applicable, reason = False, failed
-        entry: dict[str, Any] = {
-            "name": self.name,
-            "citation": self.citation,
-            "relation": self.relation,
-            "kind": self.kind,
-            "applicable": applicable,
-            "reason": reason,
-            "index": self.index,
-            "epsilon": None,
-            "delta": None,
-            "notes": [],
-        }
+        fields: dict[str, Any] = {"name": self.name, "citation": self.citation, "relation": str(self.relation),
+                                  "kind": self.kind, "applicable": applicable, "reason": reason,
+                                  "index": self.index, "epsilon": None, "delta": None}
         if not applicable:
-            return entry
+            return ClaimEntry(**fields)
+        notes: list[str] = []
         if delta is not None:
-            entry["delta"] = float(delta)
+            fields["delta"] = float(delta)
             eps = self.epsilon(delta)
-            entry["epsilon"] = eps if math.isfinite(eps) else None
+            fields["epsilon"] = eps if math.isfinite(eps) else None
             if not math.isfinite(eps):
-                entry["notes"].append("vacuous: no finite epsilon at this delta")
+                notes.append("vacuous: no finite epsilon at this delta")
         if epsilon is not None:
-            entry["epsilon"] = float(epsilon) if delta is None else entry["epsilon"]
             value = self.delta(epsilon)
             if delta is None:
-                entry["delta"] = value
-            entry["delta_at_epsilon"] = value
+                fields["epsilon"], fields["delta"] = float(epsilon), value
+            fields["delta_at_epsilon"] = value
             if value >= 1.0:
-                entry["notes"].append("vacuous: the bound is 1 (clamped) at this epsilon")
-        return entry
+                notes.append("vacuous: the bound is 1 (clamped) at this epsilon")
+        return ClaimEntry(**fields, notes=tuple(notes))
+
+    def profile(self, epsilons) -> dict[str, list[float]]:
+        """``{"epsilons": [...], "deltas": [delta(e) for e in epsilons]}`` (the figures' privacy profile)."""
+        return {"epsilons": [float(e) for e in epsilons], "deltas": [self.delta(e) for e in epsilons]}
 
 
 def evaluate_claims(claims: list[Claim], *, delta: float | None = None,
-                    epsilon: float | None = None) -> list[dict[str, Any]]:
+                    epsilon: float | None = None) -> list[ClaimEntry]:
     """Evaluate claims, noting paper claims that are smaller than their accountant."""
     entries = [claim.evaluate(delta=delta, epsilon=epsilon) for claim in claims]
-    by_name = {entry["name"]: entry for entry in entries}
+    by_name = {entry.name: entry for entry in entries}
+    noted = []
     for claim, entry in zip(claims, entries):
         other = by_name.get(claim.compare_with or "")
-        if not (entry["applicable"] and other and other["applicable"]):
-            continue
-        if delta is not None and entry["epsilon"] is not None and other["epsilon"] is not None:
-            if entry["epsilon"] < other["epsilon"]:
-                entry["notes"].append(
-                    f"smaller than the accountant {other['name']} for the same noise "
-                    f"(epsilon {other['epsilon']:.6g}): that accountant does not support the claim")
-                entry["below_accountant"] = True
-    return entries
+        if (entry.applicable and other is not None and other.applicable and delta is not None
+                and entry.epsilon is not None and other.epsilon is not None and entry.epsilon < other.epsilon):
+            entry = entry.replace(below_accountant=True, notes=entry.notes + (
+                f"smaller than the accountant {other.name} for the same noise "
+                f"(epsilon {other.epsilon:.6g}): that accountant does not support the claim",))
+        noted.append(entry)
+    return noted
 
 
 def delta_for_epsilon(epsilon_fn: Callable[[float], float], epsilon: float, iterations: int = 60) -> float:

@@ -268,7 +268,7 @@ class ModelTraining(Mechanism):
         gradient step on that loss, exactly the setting of a ``pnsgd`` of the
         same n, epochs, eta, noise and Lipschitz constant C.
         """
-        from dpaudit.mechanisms.base import make
+        from dpaudit.mechanisms.sgd import PNSGD, MultiEpochPNSGD
 
         if self.output == "iterates":
             return None, "every iterate is released: amplification by iteration needs hidden intermediate iterates"
@@ -285,8 +285,8 @@ class ModelTraining(Mechanism):
         params = dict(n=self.n_records, dim=self.output_dim, eta=self.eta, sigma=self.noise_multiplier * self.clip,
                       domain="ball", radius=self.radius, loss="linear", lipschitz=self.clip)
         if self.epochs > 1:
-            return make("multi-epoch-pnsgd", epochs=self.epochs, **params), ""
-        return make("pnsgd", **params), ""
+            return MultiEpochPNSGD(epochs=self.epochs, **params), ""
+        return PNSGD(**params), ""
 
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator, dtype: torch.dtype) -> torch.Tensor:
         stacked = Stacked(self._template, device=self.device)  # built in the mechanism's dtype, copied by Stacked

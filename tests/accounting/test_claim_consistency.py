@@ -71,19 +71,19 @@ def test_claims_agree_in_both_modes(mech):
     for index in indices:
         for claim in mech.claims(index=index):
             for delta in DELTAS:
-                entry = claim.evaluate(delta=delta)
+                entry = claim.evaluate(delta=delta).to_dict()
                 if not entry["applicable"] or entry["epsilon"] is None:
                     continue
                 epsilon = entry["epsilon"]
-                back = claim.evaluate(epsilon=epsilon)
+                back = claim.evaluate(epsilon=epsilon).to_dict()
                 assert back["applicable"], (claim.name, index, delta, back["reason"])
                 # rounding of the two numerical inversions: 1e-6 relative
                 assert back["delta"] <= delta * (1 + 1e-6) + 1e-15, (claim.name, index, delta, epsilon, back)
             for epsilon in (0.1, 1.0, 2.5, 4.0):
-                entry = claim.evaluate(epsilon=epsilon)
+                entry = claim.evaluate(epsilon=epsilon).to_dict()
                 if not entry["applicable"] or not 0.0 < entry["delta"] < 1.0:
                     continue
-                forth = claim.evaluate(delta=entry["delta"])
+                forth = claim.evaluate(delta=entry["delta"]).to_dict()
                 assert forth["applicable"], (claim.name, index, epsilon, forth["reason"])
                 assert forth["epsilon"] is not None and forth["epsilon"] <= epsilon * (1 + 1e-6) + 1e-9, (
                     claim.name, index, epsilon, entry["delta"], forth)
@@ -93,6 +93,6 @@ def test_shuffle_claim_outside_its_range_is_not_applicable_in_either_mode():
     # n = 200, eps0 = 3: no delta < 1 satisfies eps0 <= log(n / (16 log(2/delta)))
     mech = mechanisms.make("shuffled-rr", n=200, epsilon0=3.0)
     (shuffle,) = [c for c in mech.claims() if c.name == "shuffle-amplification"]
-    assert not shuffle.evaluate(epsilon=2.5)["applicable"]
-    assert not shuffle.evaluate(delta=1e-5)["applicable"]
+    assert not shuffle.evaluate(epsilon=2.5).to_dict()["applicable"]
+    assert not shuffle.evaluate(delta=1e-5).to_dict()["applicable"]
     assert math.isfinite(shuffle.epsilon(0.5))  # the bare function still computes; evaluate() guards it

@@ -16,7 +16,7 @@ from dpaudit.mechanisms.accounting.claims import evaluate_claims
 
 
 def by_name(claims, delta=1e-5):
-    return {entry["name"]: entry for entry in evaluate_claims(claims, delta=delta)}
+    return {entry.name: entry.to_dict() for entry in evaluate_claims(claims, delta=delta)}
 
 
 @pytest.mark.parametrize("name", sorted(mechanisms.registered()))
@@ -25,7 +25,7 @@ def test_every_mechanism_has_claims_with_citations(name):
     assert claims, name
     for claim in claims:
         assert claim.citation and claim.relation in ("replace-one", "add-remove")
-        entry = claim.evaluate(delta=1e-5)
+        entry = claim.evaluate(delta=1e-5).to_dict()
         assert entry["applicable"] == (entry["reason"] == "")
         if entry["applicable"]:
             assert entry["epsilon"] is None or entry["epsilon"] >= 0
@@ -33,7 +33,7 @@ def test_every_mechanism_has_claims_with_citations(name):
 
 def test_gaussian_claim_is_the_exact_profile():
     mech = mechanisms.make("gaussian", sensitivity=1.0, sigma=1.0)
-    entries = {e["relation"]: e for e in evaluate_claims(mech.claims(), delta=1e-5)}
+    entries = {e.relation: e.to_dict() for e in evaluate_claims(mech.claims(), delta=1e-5)}
     assert entries["add-remove"]["epsilon"] == pytest.approx(4.3772, abs=1e-4)
     assert entries["replace-one"]["epsilon"] == pytest.approx(profiles.gaussian_epsilon(1e-5, 2.0))
 
@@ -66,7 +66,7 @@ def test_contraction_stopped_is_clamped_and_vacuous_when_large():
     mech = mechanisms.make("pnsgd", variant="stop", sigma=0.05, n=3, eta=0.01, domain="whole")
     claim = next(c for c in mech.claims() if c.name == "contraction-stopped")
     assert claim.delta(0.0) <= 1.0
-    entry = claim.evaluate(epsilon=0.0)
+    entry = claim.evaluate(epsilon=0.0).to_dict()
     assert entry["delta"] == pytest.approx(1.0)
     assert any("vacuous" in note for note in entry["notes"])
 

@@ -51,11 +51,11 @@ def test_every_claim_is_at_least_the_exact_value(n, epsilon0):
     mech = mechanisms.make("shuffled-rr", n=n, epsilon0=epsilon0)
     exact_eps = shuffled_rr_epsilon(1e-5, n=n, epsilon0=epsilon0)
     for claim in mech.claims():
-        entry = claim.evaluate(delta=1e-5)
+        entry = claim.evaluate(delta=1e-5).to_dict()
         if entry["applicable"] and entry["epsilon"] is not None:
             assert entry["epsilon"] >= exact_eps - 1e-9, (claim.name, entry["epsilon"], exact_eps)
         for epsilon in (0.1, 0.5, 1.0, 2.5):
-            entry = claim.evaluate(epsilon=epsilon)
+            entry = claim.evaluate(epsilon=epsilon).to_dict()
             if entry["applicable"]:
                 assert entry["delta"] >= shuffled_rr_delta(epsilon, n=n, epsilon0=epsilon0) * (1 - 1e-9), claim.name
 

@@ -30,7 +30,7 @@ def _dpsgd(q: float, z: float, steps: int, sampling: str = "poisson"):
 
 
 def _tightest(mech, relation: str) -> float:
-    entries = [c.evaluate(delta=DELTA) for c in mech.claims()]
+    entries = [c.evaluate(delta=DELTA).to_dict() for c in mech.claims()]
     return min(e["epsilon"] for e in entries if e["applicable"] and e["relation"] == relation
                and e["epsilon"] is not None)
 
@@ -57,7 +57,7 @@ def _thm27_epsilon(n: int, batch: int, z: float, steps: int) -> float:
 @pytest.mark.parametrize("q, z, steps", SETTINGS)
 def test_without_replacement_claim_is_wbk_thm27(q, z, steps):
     mech = _dpsgd(q, z, steps, sampling="without-replacement")
-    entries = {c.name: c.evaluate(delta=DELTA) for c in mech.claims()}
+    entries = {c.name: c.evaluate(delta=DELTA).to_dict() for c in mech.claims()}
     # replace-one moves the sum by twice the clipping norm: noise multiplier z / 2
     reference = _thm27_epsilon(mech.n, mech.batch_size, z / 2, steps)
     assert entries["wor-rdp-thm27"]["epsilon"] == pytest.approx(reference, rel=1e-8)
@@ -70,10 +70,10 @@ def test_dp_lssgd_paper_claim_beside_the_accountant_at_mnist_settings():
     nu = lssgd_claim_noise(epsilon=0.2, delta=DELTA, steps=steps, n=n, lipschitz=1.0)
     mech = mechanisms.make("dp-lssgd", n=n, dim=10, batch_size=batch, steps=steps, noise_std=nu,
                            sampling="without-replacement")
-    entries = {c.name: c.evaluate(delta=DELTA) for c in mech.claims()}
+    entries = {c.name: c.evaluate(delta=DELTA).to_dict() for c in mech.claims()}
     from dpaudit.mechanisms.accounting.claims import evaluate_claims
 
-    evaluated = {e["name"]: e for e in evaluate_claims(mech.claims(), delta=DELTA)}
+    evaluated = {e.name: e.to_dict() for e in evaluate_claims(mech.claims(), delta=DELTA)}
     thm27 = _thm27_epsilon(n, batch, nu * batch / 2, steps)
     assert entries["wor-rdp-thm27"]["epsilon"] == pytest.approx(thm27, rel=1e-8)
     assert thm27 == pytest.approx(0.2125, abs=1e-3)  # the accountant, against the paper's 0.2
@@ -101,7 +101,7 @@ def test_results_carry_the_theory_slack():
     claims = [c for c in result.per_index[0].claims if c.applicable and c.kind == "upper-bound"
               and c.relation == "replace-one" and c.epsilon is not None]
     assert slack["tightest"] == min(claims, key=lambda c: c.epsilon).name
-    assert all(c.extra["slack"] >= 1.0 for c in claims)
+    assert all(c.slack >= 1.0 for c in claims)
     assert slack["exact_epsilon"] is not None and slack["tightest_over_exact"] >= 1.0
     document = result.to_dict()
     assert document["per_index"][0]["theory_slack"]["tightest"] == slack["tightest"]

@@ -30,19 +30,19 @@ def test_chunked_counts_equal_whole_arrays(shift, threshold):
     whole_eps = epsilon_lower_bound(cert_a, cert_b, delta=1e-5, threshold=threshold, calibration=calibration)
     whole_gdp = gdp_lower_bound(cert_a, cert_b, delta=1e-5, threshold=threshold, calibration=calibration)
     whole_profile = profile_lower_bound(cert_a, cert_b, epsilons=PROFILE_EPSILONS, calibration=calibration)
-    assert streamed["epsilon"] == whole_eps
-    assert streamed["gdp"] == whole_gdp
-    assert streamed["profile"] == whole_profile
-    assert streamed["trials"] == {"a": cert_a.size, "b": cert_b.size}
+    assert streamed.epsilon == whole_eps
+    assert streamed.gdp == whole_gdp
+    assert streamed.profile == whole_profile
+    assert streamed.trials == {"a": cert_a.size, "b": cert_b.size}
     if shift == 1.0:
-        assert streamed["epsilon"].epsilon_lower_bound > 1.0
+        assert streamed.epsilon.epsilon_lower_bound > 1.0
 
 
 def test_figures_use_binned_counts():
     cal_a, cal_b, cert_a, cert_b = _scores(3, 2.0)
     result = certify_source(ArraySource(cal_a, cal_b, cert_a, cert_b), delta=1e-5, confidence=0.95,
                             threshold="split")
-    roc, histogram = result["distributions"]["roc"], result["distributions"]["histogram"]
+    roc, histogram = result.distributions["roc"], result.distributions["histogram"]
     edges = np.asarray(histogram["edges"])
     assert np.array_equal(histogram["a"], np.histogram(cert_a, edges)[0])
     assert np.array_equal(histogram["b"], np.histogram(cert_b, edges)[0])

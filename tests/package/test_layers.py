@@ -85,7 +85,7 @@ def test_importing_changes_no_global_state():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT.parent)
 
 
-CONCRETE = {"baseline", "kernels", "sgd", "dpsgd", "lssgd", "shuffle", "wrapped"}
+CONCRETE = {"baseline", "kernels", "sgd", "dpsgd", "lssgd", "shuffle", "wrapped", "models"}
 
 
 def test_attacks_and_accounting_never_import_a_concrete_mechanism():
@@ -102,3 +102,55 @@ def test_attacks_and_accounting_never_import_a_concrete_mechanism():
                 if needle in text:
                     bad.append(f"{path.relative_to(ROOT)} branches on a mechanism's name ({needle!r})")
     assert bad == []
+
+
+#: Hooks that were once looked up with getattr; every one is now declared on the base class.
+HOOKS = {"log_likelihood_ratio", "record_score", "label", "dtype", "steps", "dim", "zero_input_is_absent", "fn",
+         "zero_record_is_absent"}
+
+
+def capability_lookups(path: Path) -> list[str]:
+    """``getattr``/``hasattr`` calls in ``path`` that look a mechanism capability up by name.
+
+    A lookup counts when its object is spelt like a mechanism (``mechanism``, ``mech``,
+    ``pair.mechanism``, ...) or its attribute is a member of the mechanism contract or a known hook.
+    """
+    from dpaudit.mechanisms.base import Mechanism
+
+    contract = {name for name in dir(Mechanism) if not name.startswith("__")} | HOOKS
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2):
+            continue
+        target, attribute = ast.unparse(node.args[0]), node.args[1]
+        named = attribute.value if isinstance(attribute, ast.Constant) and isinstance(attribute.value, str) else None
+        if "mech" in target.lower() or (named in contract and named not in ("name", "params", "summary")):
+            found.append(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{node.lineno} "
+                         f"{ast.unparse(node)}")
+    return found
+
+
+def test_no_getattr_lookup_of_a_mechanism_capability_above_mechanisms():
+    """Every capability another layer asks of a mechanism is declared on the base class (issue 22)."""
+    bad = []
+    for folder in ("attacks", "audit", "reports", "dpaudit"):
+        for path in sorted(FOLDERS[folder].rglob("*.py")):
+            bad.extend(capability_lookups(path))
+    assert bad == []
+
+
+def test_the_capability_check_sees_a_lookup(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f(pair, thing):\n    a = getattr(pair.mechanism, 'record_score', None)\n"
+                     "    b = getattr(thing, 'log_likelihood_ratio', None)\n    c = getattr(thing, 'colour', 1)\n")
+    assert [line.split(" ", 1)[1] for line in capability_lookups(probe)] == [
+        "getattr(pair.mechanism, 'record_score', None)", "getattr(thing, 'log_likelihood_ratio', None)"]
+
+
+def test_the_contract_declares_every_hook():
+    from dpaudit.mechanisms.base import Mechanism
+
+    assert HOOKS - {"dtype", "steps", "dim", "fn"} <= set(dir(Mechanism))
+    # dtype, steps, dim and fn are parameters of some mechanisms; the base declares what other layers need
+    assert {"iterations", "size_parameter", "user_function", "release_grid"} <= set(dir(Mechanism))
