@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
-from dpaudit.attacks.scores import resolve_scores
+from dpaudit.attacks.scores import AUTO, resolve_scores
 from dpaudit.audit.job import AUDIT_DEFAULTS, AuditJob, AuditSettings
 from dpaudit.audit.result import AuditResult
 from dpaudit.audit.runner import RunOptions, run_audits
@@ -44,7 +44,8 @@ def _canary_spec(canary: CanarySpec | Mapping[str, Any] | None, index: Any) -> C
 def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
              dataset_pair: Sequence[Any] | None = None, canary: CanarySpec | Mapping[str, Any] | None = None,
              index: Any = None, score: Any = None, title: str | None = None,
-             estimators: Sequence[Any] = (), **settings: Any) -> AuditJob:
+             estimators: Sequence[Any] = (), sequential: bool = False, claimed_epsilon: float | None = None,
+             **settings: Any) -> AuditJob:
     """The :class:`AuditJob` that :func:`audit` runs (same arguments)."""
     given = [name for name, value in (("pair", pair), ("dataset_pair", dataset_pair), ("canary", canary))
              if value is not None]
@@ -55,7 +56,7 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
         raise ParameterError(f"unknown audit setting {unknown[0]!r} (valid: {', '.join(AUDIT_DEFAULTS)})")
     if pair is not None:
         mechanism = mechanism or pair.mechanism
-        pairs, default_score, canary_table = (pair,), "projection", {"kind": pair.kind, "index": pair.index}
+        pairs, canary_table = (pair,), {"kind": pair.kind, "index": pair.index}
     elif mechanism is None:
         raise ParameterError("audit needs a mechanism (or a canary pair)")
     elif dataset_pair is not None:
@@ -65,26 +66,27 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
         # no canary direction is known: a Gaussian likelihood ratio fitted on calibration trials
         pairs = (CanaryPair(mechanism, first, second, np.ones(mechanism.output_dim), None,
                             Relation.REPLACE_ONE, "dataset-pair"),)
-        default_score, canary_table = "gaussian", {"kind": "dataset-pair"}
+        canary_table = {"kind": "dataset-pair"}
     else:
         spec = _canary_spec(canary, index)
         pairs = tuple(spec.build(mechanism, position) for position in spec.indices(mechanism))
-        default_score = "projection"
         canary_table = {key: getattr(spec, key) for key in spec.__dataclass_fields__}
         canary_table["direction"] = list(spec.direction) if spec.direction is not None else None
-    scores = resolve_scores(default_score if score is None else score)
+    scores = resolve_scores(AUTO if score is None else score)
     names = [s.name for s in scores]
+    shown = AUTO if score is None or score == AUTO else (names[0] if len(names) == 1 else names)
     description = {"mechanism": {"name": mechanism.name, **mechanism.params}, "canary": canary_table,
-                   "attack": {"score": names[0] if len(names) == 1 else names}}
+                   "attack": {"score": shown}}
     return AuditJob(mechanism, pairs, scores, AuditSettings(**settings),
-                    title or f"{mechanism.label} audit", description, estimators=tuple(estimators))
+                    title or f"{mechanism.label} audit", description, estimators=tuple(estimators),
+                    sequential=bool(sequential), claimed_epsilon=claimed_epsilon)
 
 
 def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
           dataset_pair: Sequence[Any] | None = None, canary: CanarySpec | Mapping[str, Any] | None = None,
           index: Any = None, score: Any = None, title: str | None = None, store: str = MEMORY,
-          workers: int = 1, progress: bool = False, estimators: Sequence[Any] = (),
-          **settings: Any) -> AuditResult:
+          workers: int = 1, progress: bool = False, estimators: Sequence[Any] = (), sequential: bool = False,
+          claimed_epsilon: float | None = None, **settings: Any) -> AuditResult:
     """Audit ``mechanism`` and return the :class:`AuditResult`.
 
     Parameters
@@ -96,7 +98,7 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
         A ready neighbouring pair (its mechanism is audited).
     dataset_pair : (array_like, array_like), optional
         Neighbouring datasets ``(S, S')`` for a mechanism without canaries
-        (e.g. ``from_callable``); the default score is then ``"gaussian"``.
+        (e.g. ``from_callable``).
     canary : CanarySpec or mapping, optional
         The canary (default: the mechanism's own tightest, at its last position).
     index : int, list of int or "all", optional
@@ -105,10 +107,18 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
         A registered score's name (``dpaudit.attacks.scores.SCORES``), a score object of the
         ``dpaudit.attacks.scores.Score`` protocol (``name`` and ``fit(pair, calibration_a,
         calibration_b, seed)``; it need not be registered), or a list of either: a portfolio, of which
-        one score is chosen on calibration trials (docs/theory.md). Default ``"projection"``.
+        one score is chosen on calibration trials (docs/theory.md 3.6). Default ``"auto"``: every
+        registered score that applies (projection, gaussian, logistic, mlp, float-bits, exact, the
+        model scores, and any score another module registers).
     estimators : sequence of Estimator, optional
         Estimators run after the built-ins (``dpaudit.audit.certify.Estimator``: ``name``, ``plan``,
         ``finish``); each shows in ``result.empirical.estimates`` and the reports.
+    sequential : bool
+        Look at the data after 1, 2, 4, ... certification chunks (planned from the budget), each look
+        at confidence ``1 - beta / looks``, and stop at the first certified violation
+        (``result.sequential`` records the looks).
+    claimed_epsilon : float, optional
+        A claim to stop at as well (a certified bound above it is a violation of the caller's claim).
     store : str
         ``":memory:"`` (default) or an SQLite file to keep and reuse chunks.
     workers : int
@@ -129,5 +139,6 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
     ('consistent', 0.94)
     """
     job = make_job(mechanism, pair=pair, dataset_pair=dataset_pair, canary=canary, index=index, score=score,
-                   title=title, estimators=estimators, **settings)
+                   title=title, estimators=estimators, sequential=sequential, claimed_epsilon=claimed_epsilon,
+                   **settings)
     return run_audits([job], RunOptions(store=str(store), workers=workers, progress=progress))[0]

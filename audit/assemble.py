@@ -58,7 +58,8 @@ def claim_entries(mechanism, index: int | None, delta: float) -> list[ClaimEntry
             for claim, entry in zip(claim_objects, entries)]
 
 
-def _index_result(job: AuditJob, pair: CanaryPair, source: ScoreSource, confidence: float) -> IndexResult:
+def _index_result(job: AuditJob, pair: CanaryPair, source: ScoreSource, confidence: float,
+                  trials: int) -> IndexResult:
     settings = job.settings
     certification = certify_source(source, delta=settings.delta, confidence=confidence,
                                    threshold=settings.threshold, estimators=job.estimators)
@@ -66,7 +67,7 @@ def _index_result(job: AuditJob, pair: CanaryPair, source: ScoreSource, confiden
     exact = _exact(pair, settings.delta, certification.trials["a"], confidence)
     if exact is not None:
         claims.append(exact[0])
-    empirical = Empirical.from_certification(certification, settings.trials)
+    empirical = Empirical.from_certification(certification, trials)
     judged = compare(empirical.epsilon_lower_bound, claims, pair.relation)
     return IndexResult(
         index=pair.index, empirical=empirical, claims=judged.with_slack(claims),
@@ -80,6 +81,7 @@ def _attack(job: AuditJob, chosen: dict[int, str] | None, candidates: dict[int, 
     table = job.attack_table()
     if len(job.scores) > 1:
         names = sorted(set((chosen or {}).values()))
+        table["requested"] = job.description.get("attack", {}).get("score")
         table["candidates"] = list(job.score_names)
         table["score"] = names[0] if len(names) == 1 else names
         table["portfolio"] = [{"index": index or None, **candidate.to_dict()}
@@ -89,7 +91,8 @@ def _attack(job: AuditJob, chosen: dict[int, str] | None, candidates: dict[int, 
 
 def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str, Any],
              store: str | None = None, chosen: dict[int, str] | None = None,
-             candidates: dict[int, tuple] | None = None) -> AuditResult:
+             candidates: dict[int, tuple] | None = None, confidence: float | None = None,
+             trials: int | None = None, sequential: dict[str, Any] | None = None) -> AuditResult:
     """Certify every canary position, evaluate claims and verdicts, and build the result.
 
     Parameters
@@ -105,12 +108,21 @@ def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str
     chosen, candidates : dict, optional
         Per canary position: the score that certified and, for a portfolio, every candidate's
         calibration strength (``audit.portfolio``).
+    confidence : float, optional
+        The confidence this certification is made at (default the audit's; a look of a sequential
+        audit spends ``1 - confidence`` of it, ``audit.sequential``).
+    trials : int, optional
+        Trials per dataset used (default the audit's; fewer when a sequential audit stopped early).
+    sequential : dict, optional
+        The looks' record (``Looks.record``), kept in the result.
     """
     settings = job.settings
-    beta = 1 - settings.confidence
+    beta = 1 - (settings.confidence if confidence is None else confidence)
     per_index_confidence = 1 - beta / len(job.pairs)
     pairs = sorted(job.pairs, key=lambda p: p.index or 0)
-    per_index = tuple(_index_result(job, pair, scores[pair.index or 0], per_index_confidence) for pair in pairs)
+    used = settings.trials if trials is None else trials
+    per_index = tuple(_index_result(job, pair, scores[pair.index or 0], per_index_confidence, used)
+                      for pair in pairs)
     top = max(per_index, key=lambda row: row.empirical.epsilon_lower_bound)
     verdict = combine([row.verdict for row in per_index])
     violations = sorted({f"{name}@{row.index}" if row.index is not None else name
@@ -130,4 +142,4 @@ def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str
         config_source=job.source, empirical=empirical, claims=top.claims, per_index=per_index, verdict=verdict,
         verdict_reason=(top.verdict_reason if verdict != "violation" else "violated claims: " + ", ".join(violations)),
         violations=tuple(violations), tightness=top.tightness, timings=timings, store=store,
-        theory_slack=top.theory_slack)
+        theory_slack=top.theory_slack, sequential=sequential or {})

@@ -22,7 +22,7 @@ from typing import Any
 
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
-from dpaudit.attacks.scores import SCORES, is_fitted
+from dpaudit.attacks.scores import AUTO, SCORES, is_fitted
 from dpaudit.audit.budget import MAX_SWEEP, Estimate, check_budget
 from dpaudit.audit.job import AUDIT_DEFAULTS, AuditJob, AuditSettings, check_setting
 from dpaudit.mechanisms.errors import ParameterError
@@ -34,7 +34,7 @@ TABLES = ("mechanism", "canary", "attack", "audit", "sweep")
 CANARY_DEFAULTS: dict[str, Any] = {
     "kind": None, "index": None, "background": None, "pair": "opposite", "direction": None, "seed": 0,
 }
-ATTACK_DEFAULTS: dict[str, Any] = {"score": "projection"}
+ATTACK_DEFAULTS: dict[str, Any] = {"score": AUTO}  # every registered score that applies (a portfolio)
 
 
 class ConfigError(ParameterError):
@@ -55,15 +55,16 @@ class AuditConfig:
         self.audit = resolved["audit"]
         self.title = resolved.get("title") or f"{self.mechanism.name} audit"
 
-    def job(self) -> AuditJob:
-        """The audit to run: one canary pair per position the config asks for."""
+    def job(self, *, sequential: bool = False) -> AuditJob:
+        """The audit to run: one canary pair per position the config asks for (``sequential``: stop at the
+        first certified violation, ``dpaudit check``)."""
         try:
             pairs = tuple(self.canary.build(self.mechanism, t) for t in self.canary.indices(self.mechanism))
         except ParameterError as exc:
             raise ConfigError(f"{self.source}: [canary] {exc}") from None
         description = {key: self.resolved[key] for key in ("mechanism", "canary", "attack")}
         return AuditJob(self.mechanism, pairs, self.score, AuditSettings(**self.audit), self.title,
-                        description, self.source)
+                        description, self.source, sequential=sequential)
 
     def check_budget(self, *, workers: int = 1, max_memory: int | None = None,
                      store: str | None = None) -> Estimate:
@@ -73,7 +74,7 @@ class AuditConfig:
         try:
             return check_budget(self.mechanism, self.canary.count(self.mechanism), settings, workers=workers,
                                 max_memory=max_memory, store=store,
-                                fitted=isinstance(self.score, list) or is_fitted(self.score))
+                                fitted=isinstance(self.score, list) or self.score == AUTO or is_fitted(self.score))
         except ParameterError as exc:
             raise ConfigError(f"{self.source}: {exc}") from None
 
@@ -170,10 +171,11 @@ def _resolve(raw: dict[str, Any], source: str) -> dict[str, Any]:
     elif isinstance(chosen, list):
         raise _fail(source, "attack", "score", f"a list of scores must be non-empty and distinct, got score={chosen!r}")
     else:
-        names = [chosen]
+        names = [] if chosen == AUTO else [chosen]
     for name in names:
         if not isinstance(name, str) or name not in SCORES:
-            raise _fail(source, "attack", "score", f"must be one of {', '.join(SCORES)} (or a list of them), got "
+            raise _fail(source, "attack", "score", f"must be one of {', '.join(SCORES)}, a list of them, or "
+                        f"{AUTO!r} (every one that applies), got "
                         f"score={name!r}{suggestion(name, SCORES) if isinstance(name, str) else ''}")
     audit = dict(AUDIT_DEFAULTS)
     for key, value in raw.get("audit", {}).items():

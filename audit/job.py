@@ -121,6 +121,12 @@ class AuditJob:
         Where the job came from (a config path, or ``"<python>"``).
     estimators : tuple of Estimator
         Estimators run after the built-ins (``audit.certify``).
+    sequential : bool
+        Look at the data at points planned from the budget and stop at the first certified violation
+        (``audit.sequential``; ``assert_private``, the pytest plugin and ``dpaudit check``).
+    claimed_epsilon : float, optional
+        A claim given with the audit (``assert_private``'s ``epsilon``): a sequential audit also stops
+        when its certified bound exceeds it.
     """
 
     mechanism: Mechanism
@@ -131,6 +137,8 @@ class AuditJob:
     description: Mapping[str, Any]
     source: str = "<python>"
     estimators: tuple[Estimator, ...] = ()
+    sequential: bool = False
+    claimed_epsilon: float | None = None
     scores: tuple[Score, ...] = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -141,6 +149,11 @@ class AuditJob:
             raise ParameterError(f"canary positions must be distinct, got index={indices}")
         object.__setattr__(self, "scores", resolve_scores(self.score))
         object.__setattr__(self, "estimators", check_estimators(self.estimators))
+
+    def violated(self, result: Any) -> bool:
+        """True when ``result`` certifies a violation: of a mechanism claim, or of :attr:`claimed_epsilon`."""
+        return result.verdict == "violation" or (
+            self.claimed_epsilon is not None and result.epsilon_lower_bound > self.claimed_epsilon)
 
     @property
     def score_names(self) -> tuple[str, ...]:

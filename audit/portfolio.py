@@ -1,8 +1,8 @@
 """Choose one score of a portfolio on calibration trials only (docs/theory.md, "every attack").
 
 With several candidate scores, the calibration outputs of each side are cut
-in two halves: every applicable candidate is fitted on the first half and
-judged on the second by the epsilon bound it certifies there (its own
+in two halves: every applicable candidate is fitted on the first half (at
+most :data:`SELECTION_FIT` trials of it) and judged on the second by the epsilon bound it certifies there (its own
 seeded split of that half chooses the threshold), with the mu bound breaking
 ties. The strongest is refitted on all calibration outputs and is the only
 score the certification trials ever see. Everything chosen is a function of
@@ -22,9 +22,14 @@ import numpy as np
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import Score, ScoreFunction, score_applies, score_fitted
 from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.errors import DPAuditError, ParameterError
 
-__all__ = ["Candidate", "choose_score"]
+__all__ = ["Candidate", "SELECTION_FIT", "choose_score"]
+
+#: Candidates are fitted on at most this many calibration trials per side while choosing (the chosen
+#: score is refitted on all of them): choosing stays cheap next to sampling, so a leak that a sequential
+#: audit certifies at its first look costs little more than the calibration trials.
+SELECTION_FIT = 2_500
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,12 +84,12 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
             candidates.append(Candidate(score.name, False, reason))
             continue
         try:
-            fitted = _fit(score, pair, cal_a[:half_a], cal_b[:half_b], seed)
+            fitted = _fit(score, pair, cal_a[:min(half_a, SELECTION_FIT)], cal_b[:min(half_b, SELECTION_FIT)], seed)
             held_a = np.asarray(fitted(cal_a[half_a:]), dtype=float)
             held_b = np.asarray(fitted(cal_b[half_b:]), dtype=float)
             if not (np.all(np.isfinite(held_a)) and np.all(np.isfinite(held_b))):
                 raise ParameterError(f"score {score.name!r} gave scores that are not finite numbers")
-        except (ParameterError, ValueError, RuntimeError, FloatingPointError, np.linalg.LinAlgError) as exc:
+        except (DPAuditError, ValueError, RuntimeError, FloatingPointError, np.linalg.LinAlgError) as exc:
             candidates.append(Candidate(score.name, False, str(exc) or type(exc).__name__))
             continue
         eps = epsilon_lower_bound(held_a, held_b, delta=delta, confidence=confidence, calibration_fraction=0.5,

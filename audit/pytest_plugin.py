@@ -1,7 +1,8 @@
 """pytest plugin (entry point ``pytest11``): the ``dp_audit`` fixture and the ``dp_audit`` marker.
 
 ``dp_audit(mechanism, epsilon=..., delta=..., **kwargs)`` calls
-:func:`audit.regression.assert_private` with the budget of the closest
+:func:`audit.regression.assert_private` (every applicable score, looks planned from the budget, stop at
+the first certified violation) with the budget of the closest
 ``@pytest.mark.dp_audit(trials=..., confidence=..., seed=..., audits=...)``
 marker (a module sets it with ``pytestmark``). ``--dp-audit-split`` divides
 the session's failure probability ``1 - confidence`` over every audit the
@@ -73,7 +74,7 @@ def dp_audit(request: pytest.FixtureRequest):
             config.stash[_RECORDS].append(record)
             raise
         record.update(outcome="ok", epsilon_lower_bound=summary["epsilon_lower_bound"],
-                      confidence=summary["confidence"], trials=summary["trials"])
+                      confidence=summary["confidence"], trials=summary["trials"], score=summary["score"])
         config.stash[_RECORDS].append(record)
         return summary
 
@@ -91,6 +92,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             terminalreporter.write_line(
                 f"ok         {record['test']}: eps >= {record['epsilon_lower_bound']:.4f} <= claimed "
                 f"{record['claimed_epsilon']:g} (delta {record['delta']:g}, confidence {record['confidence']:.4g}, "
-                f"{record['trials']} trials)")
+                f"{record['trials']} trials, score {record['score']})")
         else:
             terminalreporter.write_line(f"VIOLATION  {record['test']}: {record['message']}")

@@ -196,6 +196,9 @@ class AuditResult:
     store: str | None = None
     schema_version: int = SCHEMA_VERSION
     theory_slack: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: A sequential audit's looks (``audit.sequential``): planned looks, the failure probability per look,
+    #: where it stopped; empty for an audit that certifies once.
+    sequential: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def epsilon_lower_bound(self) -> float:
@@ -214,6 +217,7 @@ class AuditResult:
             "verdict_reason": self.verdict_reason, "violations": list(self.violations),
             "tightness": dict(self.tightness), "timings": _plain(self.timings), "store": self.store,
             "theory_slack": _plain(self.theory_slack),
+            **({"sequential": _plain(self.sequential)} if self.sequential else {}),
         }
 
     def to_json(self) -> str:
@@ -242,7 +246,8 @@ class AuditResult:
                 verdict=str(document["verdict"]), verdict_reason=str(document["verdict_reason"]),
                 violations=tuple(document["violations"]), tightness=dict(document["tightness"]),
                 timings=document["timings"], store=document.get("store"), schema_version=version,
-                theory_slack=dict(document.get("theory_slack") or {}))
+                theory_slack=dict(document.get("theory_slack") or {}),
+                sequential=dict(document.get("sequential") or {}))
         except (KeyError, TypeError) as exc:
             raise ResultError(f"not a complete dpaudit result (missing or malformed {exc})") from None
 

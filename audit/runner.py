@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
 import math
 import os
@@ -36,6 +37,7 @@ from dpaudit.audit.budget import check_budget
 from dpaudit.audit.fingerprint import code_version
 from dpaudit.audit.job import AuditJob
 from dpaudit.audit.portfolio import Candidate, choose_score
+from dpaudit.audit.sequential import Looks, plan_looks
 from dpaudit.audit.result import AuditResult
 from dpaudit.audit.store import ChunkKey, Store, new_owner
 from dpaudit.mechanisms.errors import DPAuditError, ParameterError
@@ -111,6 +113,7 @@ class _Plan:
     n_cal: int
     n_cert: int
     scorers: dict[int, ScoreFunction] = dataclasses.field(default_factory=dict)
+    looks: Looks = dataclasses.field(default=None)  # type: ignore[assignment]
     chosen: dict[int, str] = dataclasses.field(default_factory=dict)
     candidates: dict[int, tuple[Candidate, ...]] = dataclasses.field(default_factory=dict)
 
@@ -261,8 +264,11 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
         for job in jobs:
             n_cal = calibration_trials(job.settings.trials, job.settings.calibration_fraction)
             audit_id = job.audit_id
+            n_chunks = len(chunk_sizes(job.settings.trials - n_cal, job.settings.chunk_size))
+            looks = plan_looks(n_chunks, job.settings.confidence) if job.sequential \
+                else Looks((n_chunks,), job.settings.confidence)
             plan = _Plan(job, audit_id, {pair.index or 0: pair for pair in job.pairs}, n_cal,
-                         job.settings.trials - n_cal)
+                         job.settings.trials - n_cal, looks=looks)
             store.register_audit(audit_id, job.title, dict(job.description), code_version())
             plans.append(plan)
         audit_of = {number: plan.audit_id for number, plan in enumerate(plans)}
@@ -277,31 +283,50 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
                 computed = _execute(_tasks(plans, "cal", reused), store, n_jobs, bar, "calibration", audit_of, owner)
                 for plan in plans:
                     _fit_scores(plan, store)
-                computed += _execute(_tasks(plans, "cert", reused), store, n_jobs, bar, "certification", audit_of,
-                                     owner)
+                results: dict[int, AuditResult] = {}
+                stage = 0
+                while len(results) < len(plans):  # one stage per planned look (one for audits that do not look)
+                    limits = {n: plan.looks.chunks[min(stage, plan.looks.count - 1)]
+                              for n, plan in enumerate(plans) if n not in results}
+                    done = {plan.audit_id: store.finished_chunks(plan.audit_id) for plan in plans}
+                    computed += _execute(_tasks(plans, "cert", done, limits), store, n_jobs, bar, "certification",
+                                         audit_of, owner)
+                    for number in limits:
+                        plan, look = plans[number], min(stage, plans[number].looks.count - 1)
+                        result = _result(plan, store, look, computed, started, options)
+                        if look == plan.looks.count - 1 or plan.job.violated(result):
+                            results[number] = result
+                    stage += 1
         finally:
             store.release(owner)
-        results = []
-        for plan in plans:
-            total = len(store.finished_chunks(plan.audit_id))
-            result = assemble(plan.job, _scores_of(plan, store), chosen=plan.chosen, candidates=plan.candidates,
-                              timings={"seconds": time.perf_counter() - started,
-                                       "chunk_seconds": store.chunk_seconds(plan.audit_id),
-                                       "chunks_computed": computed[plan.audit_id],
-                                       "chunks_reused": total - computed[plan.audit_id]},
-                              store=str(options.store))
+        for plan, result in zip(plans, (results[n] for n in range(len(plans)))):
             store.put_result(plan.audit_id, result.to_dict())
-            results.append(result)
-    return results
+    return [results[n] for n in range(len(plans))]
 
 
-def run_configs(configs: list, options: RunOptions) -> list[AuditResult]:
+def _result(plan: _Plan, store: Store, look: int, computed: Counter, started: float,
+            options: RunOptions) -> AuditResult:
+    """Certify ``plan`` on its certification chunks up to ``look`` (every chunk for an audit that does not look)."""
+    limit = plan.looks.chunks[look]
+    used = plan.n_cal + sum(chunk_sizes(plan.n_cert, plan.job.settings.chunk_size)[:limit])
+    total = len(store.finished_chunks(plan.audit_id))
+    return assemble(plan.job, _scores_of(plan, store, limit), chosen=plan.chosen, candidates=plan.candidates,
+                    timings={"seconds": time.perf_counter() - started,
+                             "chunk_seconds": store.chunk_seconds(plan.audit_id),
+                             "chunks_computed": computed[plan.audit_id],
+                             "chunks_reused": total - computed[plan.audit_id]},
+                    store=str(options.store), confidence=plan.looks.look_confidence, trials=used,
+                    sequential=plan.looks.record(look, used) if plan.job.sequential else None)
+
+
+def run_configs(configs: list, options: RunOptions, *, sequential: bool = False) -> list[AuditResult]:
     """Run audits from configs (``audit.config.AuditConfig``): options and every budget are checked before
-    any dataset is built, then :func:`run_audits` runs the jobs. ``dpaudit run`` and ``check`` call this."""
+    any dataset is built, then :func:`run_audits` runs the jobs. ``dpaudit run`` and ``check`` call this
+    (``check`` with ``sequential``: stop at the first certified violation)."""
     options.check()
     for config in configs:
         config.check_budget(workers=options.worker_count, max_memory=options.max_memory, store=options.store)
-    return run_audits([config.job() for config in configs], options)
+    return run_audits([config.job(sequential=sequential) for config in configs], options)
 
 
 def _pending(plan: _Plan, part: str, reused: set) -> int:
@@ -312,9 +337,13 @@ def _pending(plan: _Plan, part: str, reused: set) -> int:
                for index in plan.pairs for side in ("a", "b") for chunk in range(len(sizes)))
 
 
-def _tasks(plans: list[_Plan], part: str, reused: dict[str, set]) -> list[_Task]:
+def _tasks(plans: list[_Plan], part: str, reused: dict[str, set],
+           limits: dict[int, int] | None = None) -> list[_Task]:
+    """The chunks of ``part`` not in ``reused``; with ``limits``, only those audits and chunks below each limit."""
     tasks = []
     for number, plan in enumerate(plans):
+        if limits is not None and number not in limits:
+            continue
         total = plan.n_cal if part == "cal" else plan.n_cert
         for index, pair in plan.pairs.items():
             scorer = None
@@ -325,6 +354,8 @@ def _tasks(plans: list[_Plan], part: str, reused: dict[str, set]) -> list[_Task]
             for side in ("a", "b"):
                 for chunk, trials in enumerate(chunk_sizes(total, plan.job.settings.chunk_size)):
                     key = (index, side, part, chunk)
+                    if limits is not None and chunk >= limits[number]:
+                        break
                     if key not in reused[plan.audit_id]:
                         tasks.append(_Task(number, pair, key, trials, plan.job.settings.seed, scorer))
     return tasks
@@ -349,8 +380,8 @@ def _fit_scores(plan: _Plan, store: Store) -> None:
 class _StoreSource:
     """The scores of one canary position, read from the store (``audit.streaming.ScoreSource``)."""
 
-    def __init__(self, plan: _Plan, store: Store, index: int) -> None:
-        self.plan, self.store, self.index = plan, store, index
+    def __init__(self, plan: _Plan, store: Store, index: int, limit: int) -> None:
+        self.plan, self.store, self.index, self.limit = plan, store, index, limit
 
     def calibration(self) -> tuple[np.ndarray, np.ndarray]:
         cal_a = self.store.get_chunks(self.plan.audit_id, self.index, "a", "cal")
@@ -360,8 +391,9 @@ class _StoreSource:
         return cal_a, cal_b
 
     def chunks(self, side: str) -> Iterator[np.ndarray]:
-        return self.store.iter_chunks(self.plan.audit_id, self.index, side, "cert")
+        """The first ``limit`` certification chunks (all of them, unless the audit stops at a look)."""
+        return itertools.islice(self.store.iter_chunks(self.plan.audit_id, self.index, side, "cert"), self.limit)
 
 
-def _scores_of(plan: _Plan, store: Store) -> dict[int, _StoreSource]:
-    return {index: _StoreSource(plan, store, index) for index in plan.pairs}
+def _scores_of(plan: _Plan, store: Store, limit: int) -> dict[int, _StoreSource]:
+    return {index: _StoreSource(plan, store, index, limit) for index in plan.pairs}

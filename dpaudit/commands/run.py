@@ -49,7 +49,7 @@ def _run(args: argparse.Namespace, *, check: bool) -> int:
     configs = load_configs(args.configs)
     if args.trials is not None:
         configs = [config.with_trials(args.trials) for config in configs]
-    documents = run_configs(configs, options)
+    documents = run_configs(configs, options, sequential=check)
     written = _write_outputs(documents, args.out) if args.out else []
     if not args.quiet:
         _summary(documents)

@@ -134,3 +134,37 @@ def test_estimator_names_must_be_new():
 
     with pytest.raises(ParameterError, match="estimator names must be distinct"):
         dpaudit.audit(dpaudit.make("gaussian", sigma=1.0), estimators=[Clash()], trials=TRIALS)
+
+
+def test_the_default_portfolio_lists_every_candidate_and_the_one_that_certified():
+    result = dpaudit.audit(dpaudit.make("laplace", scale=1.0), trials=TRIALS, seed=2)
+    attack = result.attack
+    assert attack["requested"] == "auto" and attack["candidates"] == list(registered_scores())
+    rows = {row["name"]: row for row in attack["portfolio"]}
+    assert [name for name, row in rows.items() if row["chosen"]] == [attack["score"]]
+    # the built-in Laplace snaps its releases: float-bits does not apply, and says why; no model is trained
+    assert not rows["float-bits"]["applicable"] and "snaps its outputs" in rows["float-bits"]["reason"]
+    assert not rows["canary-loss"]["applicable"]
+    applicable = [row for row in rows.values() if row["applicable"]]
+    assert {"projection", "gaussian", "logistic", "mlp", "exact"} <= {row["name"] for row in applicable}
+    assert rows[attack["score"]]["epsilon"] == max(row["epsilon"] for row in applicable)
+    report = render(result, "md")
+    assert "## Scores tried (portfolio)" in report and "certified" in report
+    assert "portfolio" in render(result, "html")
+
+
+def test_dpaudit_check_looks_and_run_does_not(write_config, tmp_path, capsys):
+    import json
+
+    from dpaudit.cli import main
+
+    config = write_config('[mechanism]\nname = "gaussian"\nsigma = 1.0\n[attack]\nscore = "projection"\n'
+                          '[audit]\ntrials = 4000\nchunk_size = 500\n')
+    assert main(["check", str(config), "--store", str(tmp_path / "s.sqlite"), "--quiet", "--json"]) == 0
+    checked = json.loads(capsys.readouterr().out)
+    # 3,600 certification trials in 8 chunks: looks after 1, 2, 4 and 8 chunks, each at 1 - 0.05 / 4
+    assert checked["sequential"]["looks"] == [1, 2, 4, 8] and checked["sequential"]["stopped_at_look"] == 4
+    assert checked["empirical"]["per_index_confidence"] == pytest.approx(1 - 0.05 / 4)
+    assert main(["run", str(config), "--store", str(tmp_path / "r.sqlite"), "--quiet", "--json"]) == 0
+    ran = json.loads(capsys.readouterr().out)
+    assert "sequential" not in ran and ran["empirical"]["confidence"] == 0.95

@@ -1,4 +1,5 @@
-"""Seeded audits of every built-in family with a known exact value, with every score, never overstate it.
+"""Seeded audits of every built-in family with a known exact value, with every score and with the
+default portfolio (``"auto"``), never overstate it.
 
 For each family and score, 20 audits with independent seeds; the certified
 epsilon may exceed the exact epsilon of the audited instance in at most a
@@ -34,7 +35,8 @@ BETA = 0.05
 
 def _family(name: str):
     """``(canary pair, exact epsilon at DELTA, scores)`` of one instance."""
-    every = ["projection", "gaussian", "logistic", "mlp", "float-bits"]
+    # "auto" is the default: the portfolio of every applicable score, one chosen on calibration trials
+    every = ["projection", "gaussian", "logistic", "mlp", "float-bits", "auto"]
     if name == "gaussian":
         pair = CanarySpec(kind="input").build(dpaudit.make("gaussian", sigma=2.0), None)
         return pair, float(gaussian_epsilon(DELTA, 1.0)), every + ["exact"]

@@ -1,0 +1,83 @@
+"""Stop at the first certified violation: sound looks, and a float leak caught early with default settings.
+
+The looks are planned from the budget (``audit.sequential.plan_looks``) and each is certified at
+``1 - beta / looks``; a union bound keeps the whole sequence at ``1 - beta``. The null test runs the
+looks of 200 seeded audits of a correct mechanism (vectorised: every seed's trials in one batched
+sample) and counts the seeds where any look certifies more than the exact epsilon of the instance.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import dpaudit
+from dpaudit.attacks.canaries import CanarySpec
+from dpaudit.audit.confidence import Counts
+from dpaudit.audit.estimators import finish_epsilon, plan_epsilon
+from dpaudit.audit.sequential import plan_looks
+from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
+
+pytestmark = pytest.mark.statistical
+
+BETA = 0.05
+DELTA = 0.1
+
+
+def test_looks_are_planned_from_the_budget_only():
+    looks = plan_looks(58, 0.95)
+    assert looks.chunks == (1, 2, 4, 8, 16, 32, 58) and looks.look_confidence == pytest.approx(1 - 0.05 / 7)
+    assert plan_looks(1, 0.95).chunks == (1,) and plan_looks(1, 0.95).look_confidence == pytest.approx(0.95)
+    record = looks.record(0, 1234)
+    assert record["stopped_early"] and record["beta_per_look"] == pytest.approx(0.05 / 7)
+
+
+def test_null_sequential_looks_stay_within_the_failure_probability():
+    seeds, cal, chunk, chunks = 200, 400, 400, 8
+    pair = CanarySpec(kind="input").build(dpaudit.make("gaussian", sigma=2.0), None)
+    truth = float(gaussian_epsilon(DELTA, 1.0))  # replace-one: mu = 2 / sigma = 1
+    per_seed = cal + chunk * chunks
+    scores = {}
+    for side, data in (("a", pair.dataset_a), ("b", pair.dataset_b)):
+        outputs = pair.mechanism.sample(data, trials=seeds * per_seed, seed=11 if side == "a" else 12)
+        scores[side] = (outputs @ pair.direction).reshape(seeds, per_seed)
+    looks = plan_looks(chunks, 1 - BETA)
+    excess = 0
+    for seed in range(seeds):
+        cal_a, cal_b = scores["a"][seed, :cal], scores["b"][seed, :cal]
+        plan = plan_epsilon(cal_a, cal_b, delta=DELTA, confidence=looks.look_confidence)
+        bounds = []
+        for used in looks.chunks:
+            cert_a, cert_b = scores["a"][seed, cal:cal + used * chunk], scores["b"][seed, cal:cal + used * chunk]
+            bounds.append(finish_epsilon(plan, Counts.of(plan, cert_a, cert_b), delta=DELTA,
+                                         confidence=looks.look_confidence).epsilon_lower_bound)
+        excess += max(bounds) > truth
+    # a sound split fails in at most BETA of the seeds; 3 binomial standard deviations of sampling error
+    assert excess / seeds <= BETA + 3 * math.sqrt(BETA * (1 - BETA) / seeds), excess
+
+
+def leaky(records, rng):
+    return [np.clip(records[:, 0], 0.0, 1.0).sum() + rng.laplace(0.0, 1.0)]
+
+
+def twin(records, rng):
+    return [np.round((np.clip(records[:, 0], 0.0, 1.0).sum() + rng.laplace(0.0, 1.0)) * 4096.0) / 4096.0]
+
+
+PAIR = (np.array([[0.0]]), np.array([[1.0]]))
+
+
+def test_default_assert_private_catches_a_plain_float_laplace_at_an_early_look():
+    with pytest.raises(dpaudit.PrivacyViolation, match=r"stopped at look 1 of 7, score 'float-bits'"):
+        dpaudit.assert_private(dpaudit.from_callable(leaky, 1), epsilon=1.0, delta=1e-5, dataset_pair=PAIR,
+                               trials=100_000)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_default_assert_private_passes_the_rounded_twin_on_its_whole_budget(seed):
+    summary = dpaudit.assert_private(dpaudit.from_callable(twin, 1), epsilon=1.0, delta=1e-5, dataset_pair=PAIR,
+                                     trials=100_000, seed=seed)
+    assert not summary["violation"] and summary["trials_used"] == 100_000
+    assert summary["looks"]["stopped_at_look"] == summary["looks"]["looks_planned"] == 7
