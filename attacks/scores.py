@@ -78,6 +78,8 @@ class BuiltinScore:
     _fit: Callable[[CanaryPair, np.ndarray | None, np.ndarray | None, int], ScoreFunction] = \
         dataclasses.field(repr=False)
     _applies: Callable[[CanaryPair], str | None] = dataclasses.field(default=lambda pair: None, repr=False)
+    #: False when :meth:`applies` only keeps the score out of a portfolio (it still runs when named).
+    strict: bool = True
 
     def applies(self, pair: CanaryPair) -> str | None:
         """Why this score cannot run on ``pair`` (None: it can)."""
@@ -85,7 +87,7 @@ class BuiltinScore:
 
     def fit(self, pair: CanaryPair, calibration_a: np.ndarray | None = None,
             calibration_b: np.ndarray | None = None, seed: int = 0) -> ScoreFunction:
-        reason = self.applies(pair)
+        reason = self.applies(pair) if self.strict else None
         if reason:
             raise ParameterError(reason)
         if self.fitted:
@@ -134,6 +136,8 @@ def _record(name: str):
 
 
 def _float_bits_applies(pair: CanaryPair) -> str | None:
+    """Outside a portfolio where outputs are snapped to a grid (their low bits carry nothing by construction);
+    named explicitly, it still runs (a check that the snapping works)."""
     if pair.mechanism.release_grid is None:
         return None
     return (f"score 'float-bits' looks for leaks in the low bits of released floats; {pair.mechanism.name!r} "
@@ -150,7 +154,7 @@ _BUILTINS = (
                  lambda pair, a, b, seed: _fit_classifier(a, b, hidden=32, seed=seed)),
     BuiltinScore("exact", "exact log-likelihood ratio supplied by the mechanism", False, _exact, _exact_applies),
     BuiltinScore("float-bits", "floating-point distinguisher: value windows crossed with significand bits", True,
-                 lambda pair, a, b, seed: fit_float_bits(a, b), _float_bits_applies),
+                 lambda pair, a, b, seed: fit_float_bits(a, b), _float_bits_applies, strict=False),
     BuiltinScore("canary-loss", "loss of the canary record under each trial's trained model (input canaries of "
                  "models)", False, _record("canary-loss"), _record_applies("canary-loss")),
     BuiltinScore("logit-margin", "logit margin of the canary record's label under each trial's trained model",
