@@ -29,7 +29,7 @@ __all__ = ["Candidate", "SELECTION_FIT", "choose_score"]
 #: Candidates are fitted on at most this many calibration trials per side while choosing (the chosen
 #: score is refitted on all of them): choosing stays cheap next to sampling, so a leak that a sequential
 #: audit certifies at its first look costs little more than the calibration trials.
-SELECTION_FIT = 2_500
+SELECTION_FIT = 1_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -76,8 +76,7 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
         raise ParameterError(f"a portfolio of scores needs at least 40 calibration trials per dataset, got "
                              f"{min(len(cal_a), len(cal_b))}: raise trials or calibration_fraction")
     candidates: list[Candidate] = []
-    best: tuple[float, float] | None = None
-    chosen: Score | None = None
+    held: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for score in scores:
         reason = score_applies(score, pair)
         if reason:
@@ -94,13 +93,18 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
             continue
         eps = epsilon_lower_bound(held_a, held_b, delta=delta, confidence=confidence, calibration_fraction=0.5,
                                   seed=seed).epsilon_lower_bound
-        mu = gdp_lower_bound(held_a, held_b, confidence=confidence, calibration_fraction=0.5,
-                             seed=seed).mu_lower_bound
-        candidates.append(Candidate(score.name, True, "", eps, mu))
-        if best is None or (eps, mu) > best:
-            best, chosen = (eps, mu), score
-    if chosen is None:
+        held[score.name] = (held_a, held_b)
+        candidates.append(Candidate(score.name, True, "", eps))
+    applicable = [c for c in candidates if c.applicable]
+    if not applicable:
         raise ParameterError("no score of the portfolio applies: " + "; ".join(
             f"{c.name}: {c.reason}" for c in candidates))
+    top = max(c.epsilon for c in applicable)
+    # the mu bound breaks ties (computed for the tied candidates only: it is a second look at the same trials)
+    mus = {c.name: gdp_lower_bound(*held[c.name], confidence=confidence, calibration_fraction=0.5,
+                                   seed=seed).mu_lower_bound for c in applicable if c.epsilon == top}
+    name = max(mus, key=lambda n: (mus[n], -[c.name for c in applicable].index(n)))
+    chosen = next(score for score in scores if score.name == name)
+    candidates = [dataclasses.replace(c, mu=mus.get(c.name)) for c in candidates]
     candidates = [dataclasses.replace(c, chosen=c.name == chosen.name) for c in candidates]
     return chosen, _fit(chosen, pair, cal_a, cal_b, seed), tuple(candidates)
