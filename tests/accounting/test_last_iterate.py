@@ -135,3 +135,17 @@ def test_dp_sgd_example_certifies_most_of_its_ceiling():
     assert exact.epsilon == pytest.approx(3.8825, abs=1e-3)
     assert row.ceiling is not None and row.ceiling < exact.epsilon
     assert result.empirical.epsilon_lower_bound >= 0.85 * row.ceiling
+
+
+@pytest.mark.parametrize("sampling", ["poisson", "without-replacement"])
+def test_sampler_counts_follow_the_mixtures_binomial(sampling):
+    """The sampler's canary count, read off the statistic at tiny noise, is Binom(T, m/n)."""
+    mech = mechanisms.make("dp-sgd", n=10, dim=2, batch_size=3, steps=5, eta=0.5, noise_std=1e-3, sampling=sampling)
+    pair = CanarySpec(kind="gradient", pair="zero").build(mech, 10)
+    laws = instances.exact_laws(mech, pair.dataset_a, pair.dataset_b)
+    trials = 20_000
+    counts = np.rint(laws.statistic(mech.sample(pair.dataset_a, trials=trials, seed=11)) * 3).astype(int)
+    expected = binom.pmf(np.arange(6), 5, 0.3)
+    observed = np.bincount(counts, minlength=6)[:6] / trials
+    # each frequency within five binomial standard errors of its probability
+    assert np.all(np.abs(observed - expected) <= 5 * np.sqrt(expected * (1 - expected) / trials) + 1e-12)
