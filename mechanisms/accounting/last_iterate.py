@@ -136,7 +136,7 @@ class MixtureLaws:
         low, high = self.span
         grid, ratio = self._grid_ratio
         values = (-ratio if forward else ratio) - log_gamma
-        roots = [brentq(excess, grid[i], grid[i + 1], xtol=1e-13 * self.std)
+        roots = [_root(excess, grid[i], grid[i + 1], 1e-13 * self.std)
                  for i in np.nonzero(np.sign(values[:-1]) * np.sign(values[1:]) < 0)[0]]
         roots += [float(grid[i]) for i in np.nonzero(values[1:-1] == 0)[0] + 1]
         edges = [-math.inf, *sorted(roots), math.inf]
@@ -190,6 +190,14 @@ class MixtureLaws:
         if self.statistic is None:
             raise ValueError("these laws carry no statistic of the outputs")
         return self.log_ratio(self.statistic(np.asarray(outputs, dtype=float)))
+
+
+def _root(function: Callable[[float], float], left: float, right: float, tolerance: float) -> float:
+    """Brent's root in ``[left, right]``; the end nearer zero when rounding hides the sign change."""
+    low, high = function(left), function(right)
+    if low * high > 0:
+        return left if abs(low) < abs(high) else right
+    return brentq(function, left, right, xtol=tolerance)
 
 
 def mixture_epsilon(delta_fn: Callable[[float], float], delta: float) -> float:
