@@ -47,8 +47,7 @@ def _exact(pair: CanaryPair, delta: float, certified: int, confidence: float) ->
         return None
     value = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, delta, laws=laws)
     ceiling = exact_ceiling(*likelihood_ratio_law(laws), trials=certified, delta=delta, confidence=confidence)
-    claim = {"name": "exact-instance",
-             "citation": getattr(laws, "citation", "numerical E_gamma of this instance (docs/theory.md 5, exact1d)"),
+    claim = {"name": "exact-instance", "citation": "numerical E_gamma of this instance (docs/theory.md 5, exact1d)",
              "relation": str(pair.relation), "kind": "exact-instance", "applicable": True, "reason": "",
              "index": pair.index, "epsilon": value if value != float("inf") else None, "delta": delta,
              "notes": ["the exact value of this instance (a lower bound on the worst case), not a guarantee"],
