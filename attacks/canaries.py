@@ -36,10 +36,13 @@ from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.kinds import Relation
 from dpaudit.mechanisms.validation import check_choice
 
-__all__ = ["CANARY_KINDS", "PAIRS", "CanaryPair", "CanarySpec", "default_kind"]
+__all__ = ["CANARY_KINDS", "DIRECTIONS", "PAIRS", "CanaryPair", "CanarySpec", "default_kind",
+           "least_varying_direction"]
 
 CANARY_KINDS = ("input", "gradient", "reset", "boundary")
 PAIRS = ("opposite", "zero", "remove")
+#: Canary directions chosen from the (public) background records before any trial is drawn.
+DIRECTIONS = ("least-varying",)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
@@ -113,8 +116,12 @@ class CanarySpec:
         ``"zeros"``, ``"random"`` (seeded) or a path to a ``.npy`` / text file.
     pair : str
         ``"opposite"``, ``"zero"`` or ``"remove"`` (add/remove, sum queries only).
-    direction : list of float, optional
-        The canary direction ``u`` (normalised; default the first axis).
+    direction : list of float or "least-varying", optional
+        The canary direction ``u`` (normalised; default the first axis), or
+        ``"least-varying"``: the direction along which the other records'
+        clipped gradients at the start point vary least
+        (:func:`least_varying_direction`), chosen from the background
+        before any trial is drawn.
     seed : int
         Seed of the random background.
     """
@@ -130,7 +137,9 @@ class CanarySpec:
         if self.kind is not None:
             check_choice("canary kind", self.kind, CANARY_KINDS)
         check_choice("canary pair", self.pair, PAIRS)
-        if self.direction is not None:
+        if isinstance(self.direction, str):
+            check_choice("canary direction", self.direction, DIRECTIONS)
+        elif self.direction is not None:
             values = np.atleast_1d(np.asarray(self.direction, dtype=float))  # a scalar is a 1-D direction
             if values.ndim != 1 or not np.all(np.isfinite(values)) or not np.linalg.norm(values) > 0:
                 raise ParameterError(f"canary direction must be a non-zero list of numbers, got {self.direction!r}")
@@ -199,7 +208,10 @@ class CanarySpec:
             mechanism = mechanism.with_boundary_start()
         background = self._background(mechanism)
         position = 1 if index is None else index
-        u = self._unit(mechanism.canary_dim)
+        if self.direction == "least-varying":
+            u = least_varying_direction(mechanism, background, position)
+        else:
+            u = self._unit(mechanism.canary_dim)
         if kind in ("gradient", "boundary"):
             return self._gradient_pair(mechanism, background, position, u, kind, index)
         return self._input_pair(mechanism, background, position, u, kind, index)
@@ -256,3 +268,46 @@ class CanarySpec:
             else Relation.REPLACE_ONE
         return CanaryPair(mechanism, data_a, data_b, mechanism.output_direction(np.asarray(direction, dtype=float)),
                           index, relation, kind)
+
+
+def _record_gradients(mechanism: Mechanism, background: Dataset) -> np.ndarray:
+    """Per-record clipped gradients at the public start point, ``(n, canary_dim)``."""
+    import torch
+
+    if hasattr(mechanism, "initial_parameters") and hasattr(mechanism, "_template"):  # a trained model
+        from dpaudit.mechanisms.models.networks import Stacked, per_example_gradients
+
+        stacked = Stacked(mechanism._template)
+        records = torch.as_tensor(np.array(background.records), dtype=stacked.flat.dtype)
+        gradients = per_example_gradients(stacked, stacked.flat, records[:, :-1].unsqueeze(0),
+                                          records[:, -1].unsqueeze(0))[0].double().numpy()
+        clip = float(mechanism.clip)
+    elif hasattr(mechanism, "loss_function") and hasattr(mechanism, "start"):
+        loss = mechanism.loss_function
+        records = loss.prepare(torch.as_tensor(np.array(background.records), dtype=torch.float64))
+        start = mechanism.start(1, torch.float64)[0]
+        gradients = loss.gradient(start, records).double().numpy().reshape(len(records), -1)
+        clip = float(loss.lipschitz)
+    else:
+        raise ParameterError(f"canary direction 'least-varying' needs a mechanism with per-record gradients, "
+                             f"got {mechanism.name!r}")
+    norms = np.linalg.norm(gradients, axis=1, keepdims=True)
+    return gradients * np.minimum(1.0, clip / np.maximum(norms, 1e-300)) if np.isfinite(clip) else gradients
+
+
+def least_varying_direction(mechanism: Mechanism, background: Dataset, position: int) -> np.ndarray:
+    """The unit ``u`` minimising ``sum_i <g_i, u>^2`` over the other records' clipped gradients ``g_i``.
+
+    Under Poisson sampling a step's batch sum moves along ``u`` with
+    variance ``q (1 - q) sum_i <g_i, u>^2``: along this ``u`` the other
+    records add the least noise to what the canary moves (docs/theory.md
+    5.1). The gradients are taken at the public start point and depend on
+    the background records only, never on trials, so the choice costs the
+    certification nothing. The eigenvector of the smallest eigenvalue of
+    ``sum_i g_i g_i^T``, its sign fixed so its largest entry is positive.
+    """
+    gradients = _record_gradients(mechanism, background)
+    others = np.delete(gradients, position - 1, axis=0) if 1 <= position <= len(gradients) else gradients
+    _, vectors = np.linalg.eigh(others.T @ others)
+    u = vectors[:, 0]
+    return u if u[np.argmax(np.abs(u))] > 0 else -u

@@ -241,7 +241,7 @@ def parse_config(raw: dict[str, Any], source: str = "<config>") -> list[AuditCon
         if label:  # sweep audits are told apart by their swept values
             resolved["title"] = f"{config.title} ({label})"
         resolved["canary"]["direction"] = (list(config.canary.direction)
-                                           if config.canary.direction is not None else None)
+                                           if isinstance(config.canary.direction, tuple) else config.canary.direction)
         configs.append(AuditConfig(resolved, source))
     return configs
 
@@ -257,7 +257,7 @@ def _check_applicable(config: AuditConfig, raw: dict[str, Any], source: str) -> 
     if "seed" in canary and config.canary.background != "random":
         raise _fail(source, "canary", "seed", f"seeds a random background only, but background="
                                               f"{config.canary.background!r}; remove it")
-    if "direction" in canary and config.canary.direction is not None:
+    if "direction" in canary and isinstance(config.canary.direction, tuple):
         dim = config.mechanism.canary_dim
         if len(config.canary.direction) != dim:
             raise _fail(source, "canary", "direction", f"must have {dim} numbers (the canary dimension of "

@@ -289,6 +289,22 @@ class Mechanism(abc.ABC):
         """
         raise NotExact(f"no exact accountant for mechanism {self.name!r}")
 
+    def exact_output_laws(self, data_a: Dataset, data_b: Dataset) -> Any:
+        """Closed-form laws of the release under ``S`` and ``S'``, when the mechanism knows them.
+
+        Returns ``None`` (the default) to let the exact accountant propagate
+        :meth:`exact_steps`, or an object with ``delta(eps)``,
+        ``epsilon(delta)``, ``likelihood_ratio_law()`` and
+        ``log_likelihood_ratio(outputs)`` (e.g.
+        ``accounting.last_iterate.MixtureLaws``).
+
+        Raises
+        ------
+        NotExact
+            When the instance has no exact accountant (the message says why).
+        """
+        return None
+
     def inapplicable(self) -> dict[str, str]:
         """Parameters that have no effect for these values of the others, each with the reason.
 

@@ -168,3 +168,25 @@ class DPSGD(IterativeMechanism):
             gradient = gradient.div_(self.batch_size).add_(source.next(), alpha=self.noise_std)
             theta = domain.project_(theta.sub_(self.direction(gradient), alpha=self.eta))
         return theta
+
+    def exact_output_laws(self, data_a: Dataset, data_b: Dataset):
+        """Exact laws of the last iterate on whole-space, linear-loss instances (``accounting.training_laws``).
+
+        Only for the samplers this package wrote: a subclass that samples or
+        smooths differently has no exact accountant.
+        """
+        from dpaudit.mechanisms.accounting.training_laws import dpsgd_laws
+        from dpaudit.mechanisms.errors import NotExact
+        from dpaudit.mechanisms.lssgd import DPLSSGD
+
+        if type(self)._sample is not DPSGD._sample or type(self).direction not in (DPSGD.direction,
+                                                                                    DPLSSGD.direction):
+            raise NotExact(f"{type(self).__name__} samples or smooths in its own way; the exact laws describe "
+                           "dp-sgd and dp-lssgd")
+        return dpsgd_laws(self, data_a, data_b)
+
+    def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
+        """Exact ``log p_B(x) - log p_A(x)`` where the exact laws are known (score ``exact``)."""
+        from dpaudit.mechanisms.accounting.instances import log_likelihood_ratio
+
+        return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)

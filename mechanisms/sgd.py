@@ -138,6 +138,20 @@ class PNSGD(IterativeMechanism):
 
         return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
 
+    def exact_output_laws(self, data_a: Dataset, data_b: Dataset):
+        """Exact laws of a multi-dimensional whole-space linear-loss run (``accounting.training_laws``);
+        one-dimensional runs are propagated from :meth:`exact_steps` (``None``)."""
+        from dpaudit.mechanisms.accounting.training_laws import pnsgd_laws
+
+        if self.dim == 1:
+            return None
+        if type(self).exact_steps is not PNSGD.exact_steps or type(self)._sample is not PNSGD._sample:
+            raise NotExact(f"{type(self).__name__} samples in its own way; the exact laws describe pnsgd")
+        try:
+            return pnsgd_laws(self, data_a, data_b)
+        except NotExact as reason:
+            raise NotExact(f"the exact accountant is one-dimensional, got dim={self.dim}, and {reason}") from None
+
     def _descend_(self, w: torch.Tensor, step: int, loss: Loss, records: torch.Tensor,
                   injected: dict[int, torch.Tensor], offsets: torch.Tensor | None) -> torch.Tensor:
         """``w <- w - eta * grad f(w, x_t)`` in place for step ``t`` (1-based).
@@ -211,3 +225,4 @@ class MultiEpochPNSGD(PNSGD):
         from dpaudit.mechanisms.accounting.builders.iterative import multi_epoch_claims
 
         return multi_epoch_claims(self, index)
+

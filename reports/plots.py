@@ -27,6 +27,10 @@ _PROLOG = re.compile(r"^.*?(?=<svg)", re.S)
 _METADATA = re.compile(r"<metadata>.*?</metadata>", re.S)
 
 
+#: How the plots name each kind of claim entry (anything else is a claim: an upper bound).
+_KIND_LABELS = {"exact-instance": "exact value", "reference": "reference, not a bound"}
+
+
 def new_figure(figsize: tuple[float, float]):
     """A figure and its axes, made with the object API (no pyplot state, no backend switch)."""
     with matplotlib.rc_context(_STYLE):
@@ -85,7 +89,7 @@ def epsilon_by_index(result: "AuditResult | dict[str, Any]") -> str:
             match = next((c for c in row.claims if c.name == name and c.applicable), None)
             values.append(match.epsilon if match else None)
         kind = next((c.kind for r in rows for c in r.claims if c.name == name), "upper-bound")
-        axes.plot(x, _finite(values), label=_label(f"{name} ({'exact value' if kind == 'exact-instance' else 'claim'})"),
+        axes.plot(x, _finite(values), label=_label(f"{name} ({_KIND_LABELS.get(kind, 'claim')})"),
                   **_distinct(number))
     lower = [r.empirical.epsilon_lower_bound for r in rows]
     confidence = rows[0].empirical.confidence
@@ -120,7 +124,7 @@ def privacy_profile(result: "AuditResult | dict[str, Any]") -> str:
             style = {"color": "tab:red", "linewidth": 2} if exact else _distinct(number)
             number += 0 if exact else 1
             axes.plot(curve["epsilons"], [max(d, 1e-300) for d in curve["deltas"]],
-                      label=_label(f"{claim.name} ({'exact value' if exact else 'claim'})"), **style)
+                      label=_label(f"{claim.name} ({_KIND_LABELS.get(claim.kind, 'claim')})"), **style)
     deltas = [d if d > 0 else math.nan for d in empirical["delta_lower_bounds"]]
     axes.plot(empirical["epsilons"], deltas, color="black", marker="o", markersize=3, linewidth=2.5,
               label="certified lower bound")

@@ -1,8 +1,8 @@
 """Build the gallery: audits next to theory, reproducing the seed papers' findings.
 
 ``dpaudit gallery --out DIR`` runs the configs shipped in this package (one
-folder per section: ``per_index``, ``stopped``, ``lssgd``, ``baselines``),
-renders each audit's report, adds two theory figures (Asoodeh et al. Fig. 2
+folder per section: ``per_index``, ``stopped``, ``lssgd``, ``baselines``, ``hidden_state``),
+renders each audit's report, adds theory figures (Asoodeh et al. Fig. 2
 comparison; DP-LSSGD's claim against the accountant at the paper's MNIST
 settings) and writes ``index.html``. ``--trials`` makes a reduced gallery
 (CI builds one with every section holding audits).
@@ -50,6 +50,11 @@ SECTIONS = (
             "accountants for the same noise."),
     Section("baselines", "(d) Baselines with exactly known privacy",
             "Mechanisms whose true epsilon is known: how close a certified lower bound gets."),
+    Section("hidden_state", "(e) Is the hidden state private?",
+            "Audits of the released last iterate of DP-SGD (Poisson batches and batches without replacement) "
+            "and of PNSGD on the whole space by canary position, each beside its exact value and statistical "
+            "ceiling; then a map of claims, exact values and ceilings as the steps, the sampling rate and "
+            "the canary index vary (docs/theory.md 5.1)."),
 )
 
 
@@ -122,7 +127,9 @@ def build(out: Path, *, trials: int | None, workers: int | None, store: str, pro
         document = as_document(result)
         audits[number].append((result.title, verdict_sentence(document), result.audit_id,
                                plots.epsilon_by_index(document)))
-    figures = {"stopped": stopped_comparison_svg(), "lssgd": lssgd_svg()}
+    from dpaudit.gallery.maps import hidden_state_svg
+
+    figures = {"stopped": stopped_comparison_svg(), "lssgd": lssgd_svg(), "hidden_state": hidden_state_svg()}
     from jinja2 import Environment, select_autoescape
 
     env = Environment(autoescape=select_autoescape(default=True))
@@ -150,6 +157,13 @@ alpha &le; alpha* where it holds; it does not depend on eta.</p>
 {% elif section.folder == "lssgd" %}
 <p class="small">Theory: noise from the paper's Thm 1 for its MNIST settings, against accountants for the same
 noise and sampling.</p>
+{% elif section.folder == "hidden_state" %}
+<p class="small">Theory map at delta = 1e-5, gradient canaries. Left and middle: DP-SGD's last iterate (noise
+multiplier 1, Poisson batches, canary against nothing); DP-LSSGD's last iterate is an invertible image of it and has
+the same exact values. Right: PNSGD on the whole space (n = 20, sigma = 2, linear loss), where every step's noise
+reaches the output, so the exact value does not depend on the index while the per-index bound of amplification by
+iteration grows toward the last index. From a claim down to the exact value: the slack of the theorem; from the exact
+value down to a ceiling: the slack any threshold audit with that many trials must leave.</p>
 {% endif %}
 {{ figure | safe if figure else "" }}
 </section>

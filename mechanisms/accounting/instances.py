@@ -1,6 +1,8 @@
 """One-dimensional instances as affine steps, for the exact accountant (``exact1d``).
 
-``instance_steps(mechanism, dataset)`` turns a 1-D ``projected-kernel``,
+A mechanism may give the laws in closed form (``Mechanism.exact_output_laws``:
+the last iterate of linear-loss DP-SGD, DP-LSSGD and PNSGD on the whole space,
+``last_iterate``). Otherwise ``instance_steps(mechanism, dataset)`` turns a 1-D ``projected-kernel``,
 ``pnsgd`` or ``multi-epoch-pnsgd`` run on a dataset into the maps
 ``X <- Pi_K(rho X + offset + N)`` it applies, or raises
 :class:`NotExact` with the reason (the exact accountant covers translation,
@@ -15,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.mechanisms.accounting.exact1d import Law, Step, _run, e_gamma
+from dpaudit.mechanisms.accounting.last_iterate import MixtureLaws
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.errors import NotExact
 
@@ -55,20 +58,32 @@ _LAWS: dict = {}  # propagated laws by instance, oldest dropped first
 _EPSILONS: dict = {}  # exact epsilon by instance and delta
 
 
-def exact_laws(mech, data_a: Dataset, data_b: Dataset, cells: int = CELLS) -> tuple[Law, Law]:
-    """The laws of the output under ``S`` and ``S'`` (propagated once per instance and remembered)."""
-    steps_a, options = instance_steps(mech, data_a)  # NotExact, before anything is remembered
+def exact_laws(mech, data_a: Dataset, data_b: Dataset, cells: int = CELLS) -> tuple[Law, Law] | MixtureLaws:
+    """The laws of the output under ``S`` and ``S'`` (computed once per instance and remembered).
+
+    The mechanism's own closed form (``Mechanism.exact_output_laws``, e.g.
+    the last-iterate mixture of ``last_iterate``) when it has one, else the
+    propagation of its affine steps (``exact1d``).
+    """
     key = _instance_key(mech, data_a, data_b, cells)
-    if key not in _LAWS:
-        steps_b, _ = instance_steps(mech, data_b)
-        _remember(_LAWS, key, _run(steps_a, steps_b, cells=cells, **options))
-    return _LAWS[key]
+    if key in _LAWS:
+        return _LAWS[key]
+    hook = getattr(mech, "exact_output_laws", None)
+    closed = hook(data_a, data_b) if hook is not None else None  # NotExact, before anything is remembered
+    if closed is not None:
+        return _remember(_LAWS, key, closed)
+    steps_a, options = instance_steps(mech, data_a)
+    steps_b, _ = instance_steps(mech, data_b)
+    return _remember(_LAWS, key, _run(steps_a, steps_b, cells=cells, **options))
 
 
 def exact_delta_curve(mech, data_a: Dataset, data_b: Dataset, epsilons, cells: int = CELLS,
                       laws: tuple[Law, Law] | None = None) -> np.ndarray:
     """``delta(eps)`` of the instance (both directions) on a grid (``laws`` if already computed)."""
-    p, q = laws or exact_laws(mech, data_a, data_b, cells)
+    laws = laws or exact_laws(mech, data_a, data_b, cells)
+    if isinstance(laws, MixtureLaws):
+        return np.array([laws.delta(float(e)) for e in np.atleast_1d(epsilons)])
+    p, q = laws
     return np.array([max(e_gamma(p, q, math.exp(e)), e_gamma(q, p, math.exp(e)))
                      for e in np.atleast_1d(epsilons)])
 
@@ -87,6 +102,8 @@ def exact_epsilon(mech, data_a: Dataset, data_b: Dataset, delta: float, cells: i
     if key in _EPSILONS:
         return _EPSILONS[key]
     laws = laws or exact_laws(mech, data_a, data_b, cells)
+    if isinstance(laws, MixtureLaws):
+        return _remember(_EPSILONS, key, laws.epsilon(delta))
     return _remember(_EPSILONS, key, _bisect_epsilon(mech, data_a, data_b, delta, cells, laws))
 
 
@@ -121,7 +138,10 @@ def _evaluate(law: Law, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def log_likelihood_ratio(mech, outputs: np.ndarray, data_a: Dataset, data_b: Dataset) -> np.ndarray:
     """``log p_B(x) - log p_A(x)`` from the exact laws (atoms compared with atoms)."""
-    p, q = exact_laws(mech, data_a, data_b)
+    laws = exact_laws(mech, data_a, data_b)
+    if isinstance(laws, MixtureLaws):
+        return laws.log_likelihood_ratio(outputs)
+    p, q = laws
     x = np.asarray(outputs, dtype=float)[:, 0]
     dens_a, atom_a = _evaluate(p, x)
     dens_b, atom_b = _evaluate(q, x)
@@ -133,13 +153,15 @@ def log_likelihood_ratio(mech, outputs: np.ndarray, data_a: Dataset, data_b: Dat
     return np.clip(ratio, values[0], values[-1])  # interpolation never leaves the law's own range
 
 
-def likelihood_ratio_law(laws: tuple[Law, Law]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def likelihood_ratio_law(laws: tuple[Law, Law] | MixtureLaws) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The law of the exact log-likelihood-ratio score under ``S`` and ``S'``.
 
     Returns ``(values, mass_a, mass_b)``: sorted score values and their
     probabilities under each dataset (grid cells and atoms), for the
     statistical ceiling of an optimal threshold audit (docs/theory.md 3.4).
     """
+    if isinstance(laws, MixtureLaws):
+        return laws.likelihood_ratio_law()
     p, q = laws
     weights = np.full(p.nodes.size, p.nodes[1] - p.nodes[0])
     weights[[0, -1]] /= 2

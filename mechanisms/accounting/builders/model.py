@@ -6,7 +6,9 @@ to a step's sum by ``C`` (add/remove, Poisson sampling) or ``2C``
 subsampled Gaussian accountants apply with noise multiplier ``sigma`` (noise
 ``sigma C`` on the sum). Laplacian smoothing is post-processing. Bounds that
 need a convex, Lipschitz, smooth loss and a projection (amplification by
-iteration) are listed as not applicable, with the reason.
+iteration) are listed as not applicable, with the reason. The last-iterate
+value of linear-loss training with the same parameters is listed as a
+labelled reference (kind ``reference``), never used for a verdict.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import math
 
 from dpaudit.mechanisms.accounting.builders.sgd import MTZ, WBK
 from dpaudit.mechanisms.accounting.claims import Claim, not_applicable, rdp_claim
+from dpaudit.mechanisms.accounting.last_iterate import MixtureLaws, count_mixture
 from dpaudit.mechanisms.accounting.rdp import (
     DEFAULT_ORDERS,
     subsampled_gaussian_rdp,
@@ -23,8 +26,9 @@ from dpaudit.mechanisms.accounting.rdp import (
 )
 from dpaudit.mechanisms.accounting.tight import pld_claim, wor_rdp_claim
 
-__all__ = ["model_claims", "pnsgd_model_claims"]
+__all__ = ["SURROGATE", "model_claims", "pnsgd_model_claims", "surrogate_laws"]
 
+SURROGATE = "last-iterate linear-loss surrogate (Steinke et al. 2024): a reference, not a bound"
 PABI = "Feldman, Mironov, Talwar, Thakurta 2018 (privacy amplification by iteration), Thm 22/23"
 
 
@@ -51,7 +55,38 @@ def model_claims(mech) -> list[Claim]:
     else:
         reason = f"{mech.model_label} is not convex in its parameters"
     claims.append(not_applicable("pabi-per-index", PABI, relation, reason))
-    return claims
+    return claims + _surrogate_claims(mech, relation)
+
+
+def surrogate_laws(mech) -> MixtureLaws:
+    """The last-iterate laws of linear-loss training with this one's parameters (docs/theory.md 5.1).
+
+    A gradient canary of norm ``C`` against nothing (Poisson, add/remove)
+    or against ``-C`` (replace-one), the other records' gradients zero: in
+    units of ``C``, ``Y = K + N(0, sigma^2 T)`` with the canary's count
+    ``K ~ Binom(T, m/n)`` (one use per epoch, ``Y`` Gaussian, for pnsgd).
+    Smoothing is invertible post-processing and changes nothing. With real
+    losses the other records' gradients move and the clipped canary
+    gradient may shrink, so this is the value of a simpler instance: a
+    reference for what a white-box audit can approach, not a bound.
+    """
+    sigma = float(mech.noise_multiplier)
+    if mech.algorithm == "pnsgd":
+        uses = int(mech.epochs)
+        return count_mixture(1.0, -1.0, steps=uses, rate=1.0, std=sigma * math.sqrt(uses * mech.n_records),
+                             citation=SURROGATE)
+    opposite = -1.0 if mech.sampling != "poisson" else 0.0
+    return count_mixture(1.0, opposite, steps=mech.steps, rate=mech.batch_size / mech.n_records,
+                         std=sigma * math.sqrt(mech.steps), citation=SURROGATE)
+
+
+def _surrogate_claims(mech, relation: str) -> list[Claim]:
+    """The labelled reference (none when every iterate is released: it describes the last one)."""
+    if mech.output == "iterates":
+        return []
+    laws = surrogate_laws(mech)
+    return [Claim("last-iterate-surrogate", SURROGATE, relation, kind="reference", epsilon_fn=laws.epsilon,
+                  delta_fn=laws.delta)]
 
 
 GAUSSIAN_COMPOSITION = ("Gaussian mechanism per use (sensitivity 2C, noise sigma C), composed over the epochs "
@@ -72,6 +107,7 @@ def pnsgd_model_claims(mech, proxy, index) -> list[Claim]:
                     epsilon_fn=lambda delta: float(gaussian_epsilon(delta, mu)),
                     delta_fn=lambda epsilon: float(gaussian_delta(epsilon, mu)))]
     sampler, reason = proxy
+    claims += _surrogate_claims(mech, "replace-one")
     if sampler is None:
         return claims + [not_applicable("pabi-per-index", PABI, "replace-one", reason)]
     model = mech.model_label

@@ -1,0 +1,151 @@
+"""``dpaudit plan CONFIG --target F``: the trials at which the statistical ceiling reaches ``F`` times the truth.
+
+For every canary position of each config, the laws of the optimal score
+are those of the instance's exact value (``accounting.instances``) or, for
+trained models, of the last-iterate linear-loss surrogate (a reference, not
+a bound). The ceiling (docs/theory.md 3.4) is what a threshold audit with
+``N`` certification trials per dataset can certify at best; it grows with
+``N`` towards the exact value. The command prints the ceiling at the
+configured trials and the smallest trial count (calibration included) whose
+ceiling reaches the target, found by doubling and bisection to 1%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from dpaudit.cli import emit_json
+from dpaudit.mechanisms.errors import NotExact, ParameterError
+
+__all__ = ["plan_pair", "trials_for_target"]
+
+MAX_TRIALS = 10**12
+
+
+def _laws(pair) -> tuple[Any, str]:
+    """The score laws of ``pair`` and what they are: ``exact`` or ``surrogate``."""
+    from dpaudit.mechanisms.accounting.instances import exact_laws
+
+    try:
+        return exact_laws(pair.mechanism, pair.dataset_a, pair.dataset_b), "exact"
+    except NotExact as exc:
+        reason = str(exc)
+    if pair.mechanism.name == "model" and getattr(pair.mechanism, "output", "final") == "final":
+        from dpaudit.mechanisms.accounting.builders.model import surrogate_laws
+
+        return surrogate_laws(pair.mechanism), "surrogate"
+    raise ParameterError(f"no known score laws for {pair.mechanism.name} here ({reason}): nothing to plan")
+
+
+def trials_for_target(law: tuple, goal: float, *, delta: float, confidence: float) -> int | None:
+    """The smallest certification trials per dataset (to 1%) whose ceiling reaches ``goal`` (``None``: beyond 1e12)."""
+    from dpaudit.audit.ceiling import exact_ceiling
+
+    def reaches(trials: int) -> bool:
+        return exact_ceiling(*law, trials=trials, delta=delta, confidence=confidence) >= goal
+
+    high = 1000
+    while not reaches(high):
+        if high >= MAX_TRIALS:
+            return None
+        high *= 2
+    low = high // 2 if high > 1000 else 1
+    while high - low > max(1, low // 100):
+        middle = (low + high) // 2
+        if reaches(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def _total(certification: int, fraction: float) -> int:
+    """Trials per dataset (``[audit] trials``) that leave ``certification`` after calibration."""
+    from dpaudit.audit.runner import calibration_trials
+
+    total = max(int(math.ceil(certification / (1 - fraction))), 2)
+    while total - calibration_trials(total, fraction) < certification:
+        total += 1
+    return total
+
+
+def plan_pair(pair, *, target: float, delta: float, confidence: float, trials: int,
+              fraction: float) -> dict[str, Any]:
+    """The plan of one canary position: exact (or surrogate) value, ceiling now, trials for the target."""
+    from dpaudit.audit.ceiling import exact_ceiling
+    from dpaudit.audit.runner import calibration_trials
+    from dpaudit.mechanisms.accounting.instances import likelihood_ratio_law
+
+    laws, kind = _laws(pair)
+    value = laws.epsilon(delta) if hasattr(laws, "epsilon") else _exact_epsilon(pair, delta, laws)
+    law = likelihood_ratio_law(laws)
+    certification = trials - calibration_trials(trials, fraction)
+    now = exact_ceiling(*law, trials=certification, delta=delta, confidence=confidence)
+    needed = None
+    if math.isfinite(value) and value > 0:
+        needed = trials_for_target(law, target * value, delta=delta, confidence=confidence)
+    return {"index": pair.index, "value_kind": kind, "value": value if math.isfinite(value) else None,
+            "ceiling": now, "trials": trials, "target": target,
+            "trials_for_target": _total(needed, fraction) if needed else None}
+
+
+def _exact_epsilon(pair, delta: float, laws) -> float:
+    from dpaudit.mechanisms.accounting.instances import exact_epsilon
+
+    return exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, delta, laws=laws)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from dpaudit.audit.config import load_configs
+
+    if not 0 < args.target < 1:
+        raise ParameterError(f"target must be a fraction in (0, 1), got target={args.target}")
+    documents = []
+    for config in load_configs(args.config):
+        job = config.job()
+        settings = job.settings
+        confidence = 1 - (1 - settings.confidence) / len(job.pairs)  # the audit's per-position confidence
+        rows = []
+        for pair in job.pairs:
+            try:
+                rows.append(plan_pair(pair, target=args.target, delta=settings.delta, confidence=confidence,
+                                      trials=settings.trials, fraction=settings.calibration_fraction))
+            except ParameterError as exc:  # this position has no known laws; the others are still planned
+                rows.append({"index": pair.index, "value_kind": None, "reason": str(exc)})
+        documents.append({"title": config.title, "source": config.source, "delta": settings.delta,
+                          "confidence": confidence, "positions": rows})
+    if all(row["value_kind"] is None for document in documents for row in document["positions"]):
+        first = documents[0]["positions"][0]["reason"]
+        raise ParameterError(first if len(documents) == 1 else f"no config has known score laws; first: {first}")
+    if args.json:
+        emit_json(documents)
+        return 0
+    for document in documents:
+        print(f"{document['title']} ({document['source']}), delta {document['delta']:g}")
+        for row in document["positions"]:
+            where = f"index {row['index']}: " if row["index"] is not None else ""
+            label = "exact value" if row["value_kind"] == "exact" else \
+                "last-iterate linear-loss surrogate (a reference, not a bound)"
+            if row["value_kind"] is None:
+                print(f"  {where}not planned: {row['reason']}")
+                continue
+            if row["value"] is None:
+                print(f"  {where}{label}: none finite at this delta")
+                continue
+            needed = row["trials_for_target"]
+            print(f"  {where}{label} {row['value']:.4f}; ceiling {row['ceiling']:.4f} at trials={row['trials']} "
+                  f"({row['ceiling'] / row['value']:.3f} of it); a ceiling of {row['target']:g} x {row['value']:.4f} "
+                  + (f"needs trials={needed} per dataset" if needed else f"needs more than {MAX_TRIALS:.0e} trials"))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "plan", help="trials at which the statistical ceiling reaches a fraction of the exact value")
+    parser.add_argument("config", nargs="+", metavar="CONFIG", help="audit config files (TOML)")
+    parser.add_argument("--target", type=float, required=True,
+                        help="fraction F in (0, 1) of the exact (or surrogate) value the ceiling should reach")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.set_defaults(handler=_run)
