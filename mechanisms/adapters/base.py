@@ -194,7 +194,10 @@ class LibraryMechanism(Mechanism):
 
     # -- sampling ------------------------------------------------------------
     def draw(self, values: np.ndarray, trials: int, rng: np.random.Generator) -> np.ndarray:
-        """``trials`` releases on query ``values``, shape ``(trials, dim)``; default: seeded blocks."""
+        """``trials`` releases on ``values`` (:meth:`call_argument`), shape ``(trials, dim)``.
+
+        The default runs seeded blocks of :data:`BLOCK` trials (in worker processes when ``workers > 1``).
+        """
         seeds = rng.integers(2**63, size=-(-trials // BLOCK))
         sizes = [min(BLOCK, trials - k * BLOCK) for k in range(len(seeds))]
         if self.workers == 1 or len(seeds) == 1:
@@ -209,9 +212,13 @@ class LibraryMechanism(Mechanism):
         """One block of ``size`` releases from its own seed (libraries called once per trial)."""
         raise NotImplementedError
 
+    def call_argument(self, data: Dataset) -> np.ndarray:
+        """What :meth:`draw` is given: the query's values (libraries that take the records override it)."""
+        return self.query_values(data.records)
+
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
                 dtype: torch.dtype) -> torch.Tensor:
-        values = self.query_values(data.records)
+        values = self.call_argument(data)
         rows = np.asarray(self.draw(values, trials, rng), dtype=np.float64).reshape(trials, self.dim)
         return torch.from_numpy(np.ascontiguousarray(rows))
 

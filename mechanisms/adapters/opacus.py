@@ -20,7 +20,11 @@ per epoch, so the run is the Gaussian mechanism composed over the epochs
 
 The default pair puts the canary (a record ``max_grad_norm``) in ``S`` and
 a zero record in ``S'``, the other records zero: the batch sizes are the
-same under both, and the canary's step is the only signal.
+same under both, and the canary's step is the only signal. Records lie in
+``[0, max_grad_norm]``: the accountant bounds adding or removing a record,
+which covers replacing a record by a zero record (it adds nothing to any
+step); pairs that change a record between two non-zero values are not
+claimed to be covered.
 
 References
 ----------
@@ -117,7 +121,8 @@ class OpacusRun(LibraryMechanism):
     def validate(self) -> None:
         super().validate()
         if not isinstance(self.poisson_sampling, bool):
-            raise ParameterError(f"poisson_sampling must be True or False, got poisson_sampling={self.poisson_sampling!r}")
+            raise ParameterError(f"poisson_sampling must be True or False, got "
+                                 f"poisson_sampling={self.poisson_sampling!r}")
         check_int("n", self.n, minimum=2)
         check_int("batch_size", self.batch_size, minimum=1, maximum=self.n)
         check_int("epochs", self.epochs, minimum=1)
@@ -165,8 +170,11 @@ class OpacusRun(LibraryMechanism):
         if data.records.shape != (self.n, 1):
             raise ParameterError(f"datasets must hold n={self.n} records of one number, got shape "
                                  f"{data.records.shape}")
-        if not np.all(np.isfinite(data.records)):
-            raise ParameterError("dataset records must be finite, got NaN or inf")
+        low, high = self.domain
+        if not np.all(np.isfinite(data.records)) or data.records.min() < low or data.records.max() > high:
+            raise ParameterError(f"records must lie in [0, max_grad_norm] = [{low:g}, {high:g}] (the accountant's "
+                                 f"claim covers replacing a record by a zero record), got values in "
+                                 f"[{data.records.min():g}, {data.records.max():g}]")
 
     def _sample(self, data, trials, rng, dtype):
         import torch
@@ -264,5 +272,6 @@ def from_opacus(*, n: int = 20, batch_size: int = 5, epochs: int = 1, noise_mult
     require("opacus", "models")
     return OpacusRun(n=n, batch_size=batch_size, epochs=epochs, noise_multiplier=noise_multiplier,
                      max_grad_norm=max_grad_norm, poisson_sampling=poisson_sampling, accountant=accountant,
-                     lr=lr, output=output, workers=workers, sensitivity=max_grad_norm, record_domain=(-max_grad_norm, max_grad_norm),
+                     lr=lr, output=output, workers=workers, sensitivity=max_grad_norm,
+                     record_domain=(0.0, max_grad_norm),
                      label="make_private")

@@ -58,15 +58,16 @@ class PyDPMechanism(LibraryMechanism):
         low, high = self.domain
         return ["add-remove", "replace-one"] if low * high >= 0 else ["add-remove"]
 
-    def _sample(self, data, trials, rng, dtype):
-        import torch
+    def call_argument(self, data) -> np.ndarray:
+        return np.asarray(data.records, dtype=np.float64).reshape(-1)
 
-        records = np.asarray(data.records, dtype=np.float64).reshape(-1).tolist()
-        rows = np.empty((trials, 1))
+    def draw_block(self, values: np.ndarray, size: int, seed: int) -> np.ndarray:
+        records = values.tolist()  # python-dp seeds itself: the block's seed only orders the work
         algorithm = self.build()
-        for trial in range(trials):  # python-dp releases one value per call
-            rows[trial, 0] = algorithm.quick_result(records)
-        return torch.from_numpy(rows)
+        out = np.empty((size, 1))
+        for trial in range(size):  # python-dp releases one value per call
+            out[trial, 0] = algorithm.quick_result(records)
+        return out
 
     def library_claims(self) -> list:
         from dpaudit.mechanisms.accounting.claims import not_applicable
@@ -83,7 +84,7 @@ class PyDPMechanism(LibraryMechanism):
         return claims
 
 
-def from_pydp(algorithm: type, **options: Any) -> PyDPMechanism:
+def from_pydp(algorithm: type, *, workers: int = 1, **options: Any) -> PyDPMechanism:
     """Wrap a python-dp algorithm class and its keyword arguments as a dpaudit mechanism.
 
     Parameters
@@ -91,6 +92,8 @@ def from_pydp(algorithm: type, **options: Any) -> PyDPMechanism:
     algorithm : type
         A class of ``pydp.algorithms.laplacian`` with ``lower_bound`` and
         ``upper_bound`` (BoundedSum, BoundedMean, ...).
+    workers : int
+        Worker processes for blocks of trials (default 1: this process).
     **options
         Its keyword arguments (``epsilon``, ``delta``, ``lower_bound``,
         ``upper_bound``, ``dtype``).
@@ -108,6 +111,7 @@ def from_pydp(algorithm: type, **options: Any) -> PyDPMechanism:
                              f"got options={sorted(options)}")
     low, high = float(options["lower_bound"]), float(options["upper_bound"])
     mech = PyDPMechanism(sensitivity=max(abs(low), abs(high)) or 1.0, record_domain=(low, high),
-                         label=algorithm.__name__, algorithm=algorithm, options=tuple(sorted(options.items())))
+                         label=algorithm.__name__, algorithm=algorithm, workers=workers,
+                         options=tuple(sorted(options.items())))
     mech.build()  # refuse bad options now, with python-dp's own message
     return mech
