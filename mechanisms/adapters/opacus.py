@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import logging
 import math
 import warnings
@@ -51,6 +52,9 @@ from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice, check_int, check_real
 
 __all__ = ["OpacusRun", "from_opacus"]
+
+#: Deltas at which the accountant is asked for the claim's privacy profile (each call takes about a second).
+_DELTA_GRID = (1e-10, 1e-7, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 0.5)
 
 
 def _train(run: "OpacusRun", records: np.ndarray, seed: int) -> tuple[np.ndarray, Any]:
@@ -226,24 +230,46 @@ class OpacusRun(LibraryMechanism):
         return (top[..., 0] + np.log(np.exp(epochs - top).mean(axis=2))).sum(axis=1)
 
     # -- claims ------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """Worker processes get the parameters, not the cached accountant."""
+        return {key: value for key, value in self.__dict__.items() if key != "_reported"}
+
+    @functools.cached_property
+    def _reported(self) -> tuple[Any, dict[float, float]]:
+        """The accountant of one run (its history is the same for every run) and a cache of its epsilons."""
+        _, engine = _train(self, np.zeros(self.n), 0)
+        return engine, {}
+
+    def reported_epsilon(self, delta: float) -> float:
+        """What ``PrivacyEngine.get_epsilon(delta)`` reports for this run (``inf`` where it refuses)."""
+        engine, cache = self._reported
+        if delta not in cache:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    cache[delta] = float(engine.get_epsilon(delta)) if delta > 0 else math.inf
+                except ValueError:  # the PRV accountant refuses deltas below its numerical reach
+                    cache[delta] = math.inf  # nothing is claimed there
+        return cache[delta]
+
+    def reported_delta(self, epsilon: float) -> float:
+        """A delta at which the accountant reports at most ``epsilon``: the smallest of a fixed grid (rounded up)."""
+        for delta in _DELTA_GRID:  # increasing: the first that reaches epsilon is the smallest
+            if self.reported_epsilon(delta) <= epsilon:
+                return delta
+        return 1.0
+
     def library_claims(self) -> list:
         from dpaudit.mechanisms.accounting.claims import Claim, not_applicable, profile_claim
         from dpaudit.mechanisms.accounting.profiles import gaussian_log_delta
 
-        _, engine = _train(self, np.zeros(self.n), 0)
-        accountant = engine.accountant
+        engine, _ = self._reported
         sampling = "Poisson sampling" if self.poisson_sampling else "shuffled batches"
         citation = (f"Opacus {_version()} {self.accountant} accountant, as reported after the run "
-                    f"(history {accountant.history}; {sampling}; add/remove, which covers replacing the canary "
-                    f"by a zero record: a zero gradient adds nothing)")
-
-        def epsilon_fn(delta: float) -> float:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return float(engine.get_epsilon(delta)) if delta > 0 else math.inf
-
-        claims = [Claim("opacus-accountant", citation, "replace-one", epsilon_fn=epsilon_fn,
-                        delta_fn=lambda e: math.nan)]
+                    f"(history {engine.accountant.history}; {sampling}; add/remove, which covers replacing a "
+                    f"record by a zero record: a zero gradient adds nothing)")
+        claims = [Claim("opacus-accountant", citation, "replace-one", epsilon_fn=self.reported_epsilon,
+                        delta_fn=self.reported_delta)]
         name, cite = "one-participation-per-epoch", ("Gaussian mechanism composed over epochs (each record in "
                                                      "one batch per epoch); Balle & Wang 2018 Thm 8")
         if self.poisson_sampling:

@@ -70,8 +70,13 @@ def measure_claim(name: str, citation: str, relation: str, measure: str, value: 
             except Exception:  # noqa: BLE001 - OpenDP refuses deltas its profile does not reach
                 return math.inf
 
-        return Claim(name, citation, relation, epsilon_fn=epsilon_fn,
-                     delta_fn=lambda e: float(value.delta(e)))
+        def delta_fn(epsilon: float) -> float:
+            try:
+                return float(value.delta(epsilon))
+            except Exception:  # noqa: BLE001 - outside the profile's range: nothing is claimed
+                return 1.0
+
+        return Claim(name, citation, relation, epsilon_fn=epsilon_fn, delta_fn=delta_fn)
     return not_applicable(name, citation, relation, f"privacy measure {measure} has no conversion to "
                                                     f"(epsilon, delta) here")
 
