@@ -22,7 +22,7 @@ audited on fresh trials, from a seed the screening never used, by the same
 runner as :func:`dpaudit.audit`. Only that one audit certifies anything, so
 the search costs nothing in the failure probability: the choice of the pair
 is a function of screening data, independent of the certifying trials
-(docs/theory.md on scores chosen from data applies unchanged).
+(docs/theory.md 3.6).
 """
 
 from __future__ import annotations

@@ -168,5 +168,10 @@ def test_opacus_exact_score_separates_the_canary_and_runs_reproduce():
     # the canary moves one step by 1 against noise 0.5: the means differ by ~2 (KL both ways), with
     # standard errors ~0.15; 1.0 leaves over five of them
     assert score_b.mean() - score_a.mean() > 1.0
+    # one seed per trial: two worker processes release exactly what one process does
+    two = from_opacus(n=8, batch_size=4, noise_multiplier=0.5, workers=2)
+    np.testing.assert_array_equal(two.sample(first, trials=6, seed=4), run.sample(first, trials=6, seed=4))
     with pytest.raises(ParameterError, match="batch_size"):
         from_opacus(n=10, batch_size=4)
+    with pytest.raises(ParameterError, match=r"records must lie in \[0, max_grad_norm\]"):
+        run.sample(-first, trials=2, seed=0)
