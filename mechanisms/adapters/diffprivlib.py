@@ -54,13 +54,23 @@ class DiffprivlibMechanism(LibraryMechanism):
         mech.random_state = rng
         mech._rng = rng  # diffprivlib reads its generator from _rng, set once in __init__
         randomise = mech.randomise
-        value = float(values[0]) if self.dim == 1 else None
         if self.dim != 1:
             raise ParameterError(f"diffprivlib mechanisms randomise one number, got dim={self.dim}")
+        value = self._value(float(values[0]))
         out = np.empty((size, 1))
         for trial in range(size):  # the library's own calling convention: one value per call
             out[trial, 0] = randomise(value)
         return out
+
+    def _value(self, value: float) -> float | int:
+        """The query value as the mechanism takes it: an int for the integer ones (Geometric, GaussianDiscrete)."""
+        try:
+            copy.copy(self.obj)._check_all(value)
+        except TypeError:
+            if not value.is_integer():
+                raise ParameterError(f"{self.label} randomises integers; the query gave {value!r}") from None
+            return int(value)
+        return value
 
     def library_claims(self) -> list:
         epsilon = float(self.obj.epsilon)
