@@ -195,7 +195,8 @@ def search(mechanism: Mechanism, *, record_domain: tuple[float, float] | None = 
         A function of a dataset wrapped with ``dpaudit.from_callable`` or
         ``from_batched_callable`` (records of one number).
     record_domain : (float, float), optional
-        Where records lie (default: the mechanism's own ``record_domain``).
+        Where records lie (default: the mechanism's own ``record_domain``, or a
+        library adapter's ``domain``).
     epsilon : float, optional
         The claimed epsilon at ``delta``; the result says whether the
         certified bound exceeds it.
@@ -217,7 +218,8 @@ def search(mechanism: Mechanism, *, record_domain: tuple[float, float] | None = 
     -------
     SearchResult
     """
-    domain = record_domain if record_domain is not None else getattr(mechanism, "record_domain", None)
+    domain = record_domain if record_domain is not None else (getattr(mechanism, "record_domain", None)
+                                                              or getattr(mechanism, "domain", None))
     if domain is None:
         raise ParameterError("search needs record_domain=(low, high): where the records of your function lie")
     low, high = (check_real("record_domain", float(v)) for v in domain)

@@ -106,3 +106,13 @@ def test_search_refuses_bad_input():
     bounded = dpaudit.from_callable(lambda records, rng: records.sum(), 1, record_domain=(0.0, 1.0))
     with pytest.raises(ParameterError, match=r"declared record_domain \[0, 1\]"):
         bounded.sample([[2.0]], trials=2, seed=0)
+
+
+def test_search_runs_on_a_library_adapter():
+    mechanisms = pytest.importorskip("diffprivlib.mechanisms")
+    from dpaudit.mechanisms.adapters import from_diffprivlib
+
+    mech = from_diffprivlib(mechanisms.Laplace(epsilon=1.0, sensitivity=1.0))  # its domain [0, 1] is used
+    found = search(mech, epsilon=1.0, trials=20_000, screen_trials=400)
+    # the float leak of `value - scale * noise`: any pair of distinct values shows it (about 7 certified)
+    assert found.violation and found.chosen["score"] == "float-bits" and found.epsilon_lower_bound > 3.0
