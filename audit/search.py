@@ -243,10 +243,17 @@ def search(mechanism: Mechanism, *, record_domain: tuple[float, float] | None = 
     scores = (score,) if score is not None else SCREEN_SCORES
     table, best = [], None
     for candidate, child in zip(candidates, screening.spawn(len(candidates))):
-        strength, chosen_score = _strength(mechanism, candidate, scores, screen_trials, child, delta)
+        try:
+            strength, chosen_score = _strength(mechanism, candidate, scores, screen_trials, child, delta)
+        except Exception as exc:  # noqa: BLE001 - user code may fail on some datasets (an empty one): skip the pair
+            table.append({**candidate.to_dict(), "screen_epsilon": None, "score": None,
+                          "error": f"{type(exc).__name__}: {exc}"})
+            continue
         table.append({**candidate.to_dict(), "screen_epsilon": strength, "score": chosen_score})
         if best is None or strength > best[0]:
             best = (strength, chosen_score, candidate)
+    if best is None:
+        raise ParameterError(f"every candidate pair failed; the first: {table[0]['name']}: {table[0]['error']}")
     _, chosen_score, candidate = best
     fresh = int(certifying.generate_state(1)[0])  # a seed the screening never drew from
     result = audit(mechanism, dataset_pair=(candidate.first, candidate.second), score=chosen_score, trials=trials,

@@ -58,8 +58,11 @@ def _run(args: argparse.Namespace) -> int:
         emit_json(found.to_dict())
     else:
         out = sys.stdout
-        ranked = sorted(found.candidates, key=lambda c: -c["screen_epsilon"])
-        out.write(f"screened {len(found.candidates)} candidate pairs ({found.screen_trials} trials each); "
+        ranked = sorted((c for c in found.candidates if c["screen_epsilon"] is not None),
+                        key=lambda c: -c["screen_epsilon"])
+        failed = len(found.candidates) - len(ranked)
+        note = f", {failed} where the function failed (listed with --json)" if failed else ""
+        out.write(f"screened {len(found.candidates)} candidate pairs ({found.screen_trials} trials each{note}); "
                   f"strongest first:\n")
         for row in ranked[:5]:
             out.write(f"  {row['screen_epsilon']:>7.3f}  {row['score']:<11} {row['relation']:<12} {row['name']}\n")

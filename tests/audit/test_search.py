@@ -116,3 +116,15 @@ def test_search_runs_on_a_library_adapter():
     found = search(mech, epsilon=1.0, trials=20_000, screen_trials=400)
     # the float leak of `value - scale * noise`: any pair of distinct values shows it (about 7 certified)
     assert found.violation and found.chosen["score"] == "float-bits" and found.epsilon_lower_bound > 3.0
+
+
+def test_pairs_on_which_the_function_fails_are_skipped_and_listed():
+    def top_record(records, rng):  # fails on the empty dataset (no maximum)
+        return [np.abs(records).max() + rng.laplace(0.0, 1.0)]
+
+    found = search(dpaudit.from_callable(top_record, 1, record_domain=(0.0, 1.0)), trials=2_000, screen_trials=100)
+    failed = [c for c in found.candidates if c.get("error")]
+    assert failed and all(c["S"] == [] for c in failed) and "ValueError" in failed[0]["error"]
+    assert found.chosen["S"] != []
+    with pytest.raises(ParameterError, match="every candidate pair failed"):
+        search(dpaudit.from_callable(lambda records, rng: 1 / 0, 1, record_domain=(0.0, 1.0)), screen_trials=20)
