@@ -28,6 +28,7 @@ _PUBLIC = {
     "from_callable": "dpaudit.mechanisms.wrapped",
     "from_batched_callable": "dpaudit.mechanisms.wrapped",
     "audit": "dpaudit.audit.api",
+    "search": "dpaudit.audit.search",
     "load_result": "dpaudit.audit.result",
     "AuditResult": "dpaudit.audit.result",
     "assert_private": "dpaudit.audit.regression",
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dpaudit.audit.api import audit
     from dpaudit.audit.regression import PrivacyViolation, assert_private
     from dpaudit.audit.result import AuditResult, load_result
+    from dpaudit.audit.search import search
     from dpaudit.mechanisms.base import make
     from dpaudit.mechanisms.wrapped import from_batched_callable, from_callable
 

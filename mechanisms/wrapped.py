@@ -29,6 +29,7 @@ class CallableMechanism(Mechanism):
     fn: Callable[[np.ndarray, np.random.Generator], Any]
     dim: int
     label: str = "callable"
+    record_domain: tuple[float, float] | None = None  # declared: records outside it are refused
 
     name = "callable"
     summary = "a user function fn(dataset, rng) -> array, one trial per call"
@@ -40,6 +41,11 @@ class CallableMechanism(Mechanism):
         if not callable(self.fn):
             raise ParameterError(f"fn must be callable, got fn={self.fn!r}")
         check_int("output_dim", self.dim, minimum=1)
+        if self.record_domain is not None:
+            low, high = (float(v) for v in self.record_domain)
+            if not (np.isfinite(low) and np.isfinite(high) and low < high):
+                raise ParameterError(f"record_domain must be two finite numbers low < high, got "
+                                     f"record_domain={self.record_domain!r}")
 
     @property
     def output_dim(self) -> int:
@@ -60,6 +66,11 @@ class CallableMechanism(Mechanism):
     def check_dataset(self, data: Dataset) -> None:
         if not np.all(np.isfinite(data.records)):
             raise ParameterError("dataset records must be finite, got NaN or inf")
+        if self.record_domain is not None and data.records.size:
+            low, high = self.record_domain
+            if data.records.min() < low or data.records.max() > high:
+                raise ParameterError(f"records must lie in the declared record_domain [{low:g}, {high:g}], "
+                                     f"got values in [{data.records.min():g}, {data.records.max():g}]")
 
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
                 dtype: torch.dtype) -> torch.Tensor:
@@ -74,7 +85,8 @@ class CallableMechanism(Mechanism):
 
 
 def from_callable(fn: Callable[[np.ndarray, np.random.Generator], Any], output_dim: int,
-                  *, name: str | None = None) -> CallableMechanism:
+                  *, name: str | None = None, record_domain: tuple[float, float] | None = None
+                  ) -> CallableMechanism:
     """Wrap ``fn(dataset, rng) -> array`` of length ``output_dim`` as a mechanism.
 
     Parameters
@@ -87,8 +99,11 @@ def from_callable(fn: Callable[[np.ndarray, np.random.Generator], Any], output_d
         Length of ``fn``'s output.
     name : str, optional
         Label used in reports (default: the function's qualified name).
+    record_domain : (float, float), optional
+        Where records lie: datasets outside it are refused, and
+        ``dpaudit.search`` builds its candidate pairs from it.
     """
-    return CallableMechanism(fn, output_dim, _label(fn, name))
+    return CallableMechanism(fn, output_dim, _label(fn, name), record_domain)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +131,8 @@ class BatchedCallableMechanism(CallableMechanism):
 
 
 def from_batched_callable(fn: Callable[[np.ndarray, np.random.Generator, int], Any], output_dim: int,
-                          *, name: str | None = None) -> BatchedCallableMechanism:
+                          *, name: str | None = None, record_domain: tuple[float, float] | None = None
+                          ) -> BatchedCallableMechanism:
     """Wrap ``fn(dataset, rng, trials) -> (trials, output_dim)`` array as a mechanism.
 
     Parameters
@@ -131,8 +147,10 @@ def from_batched_callable(fn: Callable[[np.ndarray, np.random.Generator, int], A
         Columns of ``fn``'s output.
     name : str, optional
         Label used in reports (default: the function's qualified name).
+    record_domain : (float, float), optional
+        As for :func:`from_callable`.
     """
-    return BatchedCallableMechanism(fn, output_dim, _label(fn, name))
+    return BatchedCallableMechanism(fn, output_dim, _label(fn, name), record_domain)
 
 
 def _label(fn: Callable, name: str | None) -> str:

@@ -9,9 +9,9 @@ from dpaudit.cli import count, emit_json
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dpaudit.audit.zoo import VARIANTS, run_zoo
+    from dpaudit.audit.zoo import REAL_WORLD, VARIANTS, run_zoo
 
-    chosen = [v for v in VARIANTS if not args.only or any(name in v.name for name in args.only)]
+    chosen = [v for v in [*VARIANTS, *REAL_WORLD] if not args.only or any(name in v.name for name in args.only)]
     results = run_zoo(trials=args.trials, seed=args.seed, variants=chosen)
     failed = [r.name for r in results if r.failed]
     if args.json:

@@ -4,7 +4,8 @@
 folder per section: ``per_index``, ``stopped``, ``lssgd``, ``baselines``, ``hidden_state``),
 renders each audit's report, adds theory figures (Asoodeh et al. Fig. 2
 comparison; DP-LSSGD's claim against the accountant at the paper's MNIST
-settings) and writes ``index.html``. ``--trials`` makes a reduced gallery
+settings), the section "real libraries" (:mod:`dpaudit.gallery.libraries`: DP libraries through their
+adapters, those installed) and writes ``index.html``. ``--trials`` makes a reduced gallery
 (CI builds one with every section holding audits).
 """
 
@@ -127,6 +128,14 @@ def build(out: Path, *, trials: int | None, workers: int | None, store: str, pro
         document = as_document(result)
         audits[number].append((result.title, verdict_sentence(document), result.audit_id,
                                plots.epsilon_by_index(document)))
+    from dpaudit.gallery import libraries
+
+    library_results, missing = libraries.library_audits(
+        trials, lambda jobs: run_audits(jobs, RunOptions(store=store, workers=workers, progress=progress)))
+    library_rows = []
+    for result in library_results:
+        write_all(result, out)
+        library_rows.append((result.title, verdict_sentence(as_document(result)), result.audit_id))
     from dpaudit.gallery.maps import hidden_state_svg
 
     figures = {"stopped": stopped_comparison_svg(), "lssgd": lssgd_svg(), "hidden_state": hidden_state_svg()}
@@ -134,7 +143,8 @@ def build(out: Path, *, trials: int | None, workers: int | None, store: str, pro
 
     env = Environment(autoescape=select_autoescape(default=True))
     page = env.from_string(_INDEX).render(
-        sections=[(section, audits[number], figures.get(section.folder)) for number, section in enumerate(SECTIONS)])
+        sections=[(section, audits[number], figures.get(section.folder)) for number, section in enumerate(SECTIONS)],
+        libraries=(libraries.HEADING, libraries.TEXT, library_rows, missing))
     index = out / "index.html"
     write_text_atomic(index, page)
     return index
@@ -168,5 +178,13 @@ value down to a ceiling: the slack any threshold audit with that many trials mus
 {{ figure | safe if figure else "" }}
 </section>
 {% endfor %}
+{% set heading, text, rows, missing = libraries %}
+<section class="gallery-libraries" id="libraries"><h2>{{ heading }}</h2><p class="small">{{ text }}</p>
+{% for title, sentence, audit_id in rows %}
+<div class="audit"><h3>{{ title }}</h3><p>{{ sentence }} <a href="{{ audit_id }}.html">full report</a></p></div>
+{% endfor %}
+{% if missing %}<p class="small">Not installed here, so not audited: {{ missing | join(", ") }}
+(pip install 'dpaudit[libraries]').</p>{% endif %}
+</section>
 </body></html>
 """

@@ -66,7 +66,7 @@ def test_zoo_lists_the_issue_bugs():
 
 
 def test_zoo_cli_json(capsys):
-    assert main(["zoo", "--json", "--only", "laplace", "rr-wrong"]) == 0
+    assert main(["zoo", "--json", "--only", "laplace-scale", "rr-wrong"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert len(document["variants"]) == 4
     for entry in document["variants"]:

@@ -1,0 +1,96 @@
+"""``dpaudit search``: find the worst neighbouring pair of a user function and certify it.
+
+The function is named as ``path/to/file.py:name`` or ``package.module:name``;
+``fn(records, rng) -> array`` is called once per trial, or with
+``--batched`` ``fn(records, rng, trials) -> (trials, dim)`` once per chunk.
+Exit 0 when nothing above ``--epsilon`` is certified, 1 when a violation is,
+2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from dpaudit.cli import EXIT_OK, EXIT_VIOLATION, UsageError, count, emit_json
+
+
+def load_function(spec: str) -> Any:
+    """The function ``spec`` names: ``file.py:name`` or ``module:name``."""
+    source, _, name = spec.rpartition(":")
+    if not source or not name:
+        raise UsageError(f"search: --function must be FILE.py:NAME or MODULE:NAME, got {spec!r}")
+    if source.endswith(".py"):
+        path = Path(source)
+        if not path.is_file():
+            raise UsageError(f"search: no such file {source!r} (--function {spec})")
+        module_spec = importlib.util.spec_from_file_location(f"_dpaudit_search_{path.stem}", path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_spec.name] = module  # the fingerprint reads the module's source
+        module_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(source)
+        except ImportError as exc:
+            raise UsageError(f"search: cannot import {source!r}: {exc}") from None
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise UsageError(f"search: {source!r} has no function {name!r}")
+    return function
+
+
+def _run(args: argparse.Namespace) -> int:
+    from dpaudit.audit.search import search
+    from dpaudit.mechanisms.wrapped import from_batched_callable, from_callable
+
+    low, high = args.domain
+    function = load_function(args.function)
+    wrap = from_batched_callable if args.batched else from_callable
+    mechanism = wrap(function, args.output_dim, record_domain=(low, high))
+    found = search(mechanism, epsilon=args.epsilon, thresholds=args.threshold or (), score=args.score,
+                   trials=args.trials, screen_trials=args.screen_trials, max_candidates=args.max_candidates,
+                   delta=args.delta, confidence=args.confidence, seed=args.seed)
+    if args.json:
+        emit_json(found.to_dict())
+    else:
+        out = sys.stdout
+        ranked = sorted((c for c in found.candidates if c["screen_epsilon"] is not None),
+                        key=lambda c: -c["screen_epsilon"])
+        failed = len(found.candidates) - len(ranked)
+        note = f", {failed} where the function failed (listed with --json)" if failed else ""
+        out.write(f"screened {len(found.candidates)} candidate pairs ({found.screen_trials} trials each{note}); "
+                  f"strongest first:\n")
+        for row in ranked[:5]:
+            out.write(f"  {row['screen_epsilon']:>7.3f}  {row['score']:<11} {row['relation']:<12} {row['name']}\n")
+        chosen = found.chosen
+        out.write(f"certified on {args.trials} fresh trials per dataset ({chosen['score']}, {chosen['name']}): "
+                  f"epsilon >= {found.epsilon_lower_bound:.4f} at delta={args.delta:g}, confidence "
+                  f"{args.confidence:g}")
+        out.write(f"; claim {args.epsilon:g}: {'VIOLATION' if found.violation else 'no violation'}\n"
+                  if args.epsilon is not None else "\n")
+    return EXIT_VIOLATION if found.violation else EXIT_OK
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "search", help="screen neighbouring pairs of a user function and certify the worst; exit 1 on a violation")
+    parser.add_argument("--function", required=True, metavar="FILE.py:NAME", help="fn(records, rng) -> array")
+    parser.add_argument("--domain", required=True, nargs=2, type=float, metavar=("LOW", "HIGH"),
+                        help="where records lie")
+    parser.add_argument("--epsilon", type=float, help="the claimed epsilon (exit 1 when certified above it)")
+    parser.add_argument("--delta", type=float, default=1e-5)
+    parser.add_argument("--threshold", type=float, action="append", help="a clipping threshold (repeatable)")
+    parser.add_argument("--batched", action="store_true", help="fn(records, rng, trials) -> (trials, dim)")
+    parser.add_argument("--output-dim", type=count(1), default=1)
+    parser.add_argument("--score", help="screen and certify with this score only")
+    parser.add_argument("--trials", type=count(20), default=100_000, help="certifying trials per dataset")
+    parser.add_argument("--screen-trials", type=count(20), default=1_000, help="screening trials per candidate")
+    parser.add_argument("--max-candidates", type=count(1), default=400)
+    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.set_defaults(handler=_run)

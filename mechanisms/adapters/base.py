@@ -1,0 +1,237 @@
+"""What every library adapter shares: the query, its record domain, the claim, and blocks of trials.
+
+An adapter is a :class:`~dpaudit.mechanisms.base.Mechanism` around an object
+of a DP library (a diffprivlib mechanism, an OpenDP measurement, a python-dp
+algorithm, an Opacus training run). It releases exactly what the library
+releases (no snapping to the release grid: the library's float arithmetic is
+part of what is audited) and reads its claim from the object itself.
+
+The query maps a dataset (a column of records inside the declared record
+domain) to the value the library randomises. The default query is the sum of
+the records over the domain ``[0, sensitivity]``, so two datasets that differ
+in one record (replace-one) have sums at most ``sensitivity`` apart, which is
+the sensitivity the library object was configured with. Records outside the
+domain are refused, so no audit can feed the library a pair its claim does
+not cover.
+
+Libraries whose calls cannot release many draws at once run in blocks of
+:data:`BLOCK` trials, each block with its own seed drawn from the audit's
+generator: outputs depend only on the seed, never on how many worker
+processes ran the blocks.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from dpaudit.mechanisms.base import Mechanism
+from dpaudit.mechanisms.dataset import Dataset
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import check_int, check_real
+
+__all__ = ["BLOCK", "LibraryMechanism", "fixed_claim", "library_version", "sum_query"]
+
+#: Trials per seeded block for libraries called once per trial.
+BLOCK = 2_000
+
+
+def library_version(module: str) -> str:
+    """The installed version of ``module``'s distribution (``"?"`` when unknown)."""
+    from importlib import metadata
+
+    names = {"diffprivlib": "diffprivlib", "opendp": "opendp", "pydp": "python-dp", "opacus": "opacus"}
+    try:
+        return metadata.version(names.get(module, module))
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def require(module: str, extra: str = "libraries") -> Any:
+    """Import ``module`` or raise a ParameterError that says how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ParameterError(f"this adapter needs the {module!r} package: pip install 'dpaudit[{extra}]'") from None
+
+
+def sum_query(records: np.ndarray) -> np.ndarray:
+    """The default query: the sum of the records (one number per column)."""
+    return np.asarray(records, dtype=np.float64).sum(axis=0)
+
+
+def fixed_claim(name: str, citation: str, relation: str, epsilon: float, delta: float = 0.0):
+    """A claim ``(epsilon, delta)`` read from a library object: it holds for every ``delta' >= delta``.
+
+    Below the object's own ``delta`` nothing is claimed (the claim is vacuous
+    there: ``epsilon = inf``); at or above it, ``epsilon`` itself is kept
+    (no conversion that could only lower it is attempted).
+    """
+    from dpaudit.mechanisms.accounting.claims import Claim
+
+    eps0, delta0 = float(epsilon), float(delta)
+    return Claim(name, citation, relation,
+                 epsilon_fn=lambda d: eps0 if d >= delta0 else math.inf,
+                 delta_fn=lambda e: delta0 if e >= eps0 else 1.0)
+
+
+def _run_block(mechanism: "LibraryMechanism", values: np.ndarray, size: int, seed: int) -> np.ndarray:
+    return mechanism.draw_block(values, size, seed)
+
+
+@dataclasses.dataclass(frozen=True)
+class LibraryMechanism(Mechanism):
+    """Base of the library adapters (not registered: built by ``from_*`` functions).
+
+    Subclasses set :attr:`library`, implement :meth:`draw` (``trials`` draws
+    of the library on the query values, with a ``numpy`` generator) or
+    :meth:`draw_block` (one seeded block), and :meth:`library_claims`.
+    """
+
+    query: Callable[[np.ndarray], Any] | None = None
+    sensitivity: float = 1.0
+    record_domain: tuple[float, float] | None = None
+    dim: int = 1
+    workers: int = 1
+    label: str = ""
+
+    library = ""
+    tiled = False  # library code: one call sequence, no threads
+    canary_kinds = ()  # audits take a dataset pair (see :meth:`neighbours`)
+    release_grid = None  # released exactly as the library computes it
+    #: True when the library's randomness comes from the OS and cannot be seeded (outputs not reproducible)
+    seeded = True
+
+    def validate(self) -> None:
+        check_real("sensitivity", self.sensitivity, positive=True)
+        check_int("dim", self.dim, minimum=1)
+        check_int("workers", self.workers, minimum=1)
+        if self.query is not None and not callable(self.query):
+            raise ParameterError(f"query must be callable, got query={self.query!r}")
+        low, high = self.domain
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise ParameterError(f"record_domain must be two finite numbers low < high, got "
+                                 f"record_domain={self.record_domain!r}")
+
+    @property
+    def domain(self) -> tuple[float, float]:
+        """The record domain ``(low, high)``; default ``(0, sensitivity)``."""
+        if self.record_domain is None:
+            return 0.0, float(self.sensitivity)
+        low, high = self.record_domain
+        return float(low), float(high)
+
+    @property
+    def output_dim(self) -> int:
+        return self.dim
+
+    @property
+    def record_dim(self) -> int:
+        return 1
+
+    @property
+    def n_records(self) -> None:
+        return None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"library": self.library, "version": library_version(self.library), "object": self.label,
+                "query": getattr(self.query, "__qualname__", "sum"), "sensitivity": self.sensitivity,
+                "record_domain": list(self.domain), **self.object_params()}
+
+    def object_params(self) -> dict[str, Any]:
+        """The library object's own parameters, as the result records them."""
+        return {}
+
+    def check_dataset(self, data: Dataset) -> None:
+        records = data.records
+        low, high = self.domain
+        if not np.all(np.isfinite(records)) or records.size and (records.min() < low or records.max() > high):
+            raise ParameterError(f"records must lie in the record domain [{low:g}, {high:g}] the claim "
+                                 f"covers, got values in [{records.min():g}, {records.max():g}]")
+
+    def neighbours(self) -> tuple[np.ndarray, np.ndarray]:
+        """The default pair ``(S, S')``: one record at each end of the record domain."""
+        low, high = self.domain
+        return np.array([[low]]), np.array([[high]])
+
+    def query_values(self, records: np.ndarray) -> np.ndarray:
+        """The query on ``records`` as ``dim`` numbers."""
+        value = (self.query or sum_query)(np.asarray(records, dtype=np.float64).reshape(-1))
+        value = np.asarray(value, dtype=np.float64).reshape(-1)
+        if value.size != self.dim:
+            raise ParameterError(f"query must return {self.dim} number(s), got {value.size}")
+        return value
+
+    def _query_covered(self) -> str | None:
+        """Why the query's sensitivity over the record domain exceeds the object's (``None``: covered)."""
+        if self.query is not None:
+            return None  # a user query: its sensitivity is the user's declaration
+        low, high = self.domain
+        if high - low > self.sensitivity * (1 + 1e-12):
+            return (f"records in [{low:g}, {high:g}] move the sum by up to {high - low:g}, above the "
+                    f"sensitivity {self.sensitivity:g} the library object was configured with")
+        return None
+
+    def relations(self) -> list[str]:
+        """The neighbouring relations the object's claim covers for this query and record domain.
+
+        Replace-one always (the domain keeps the query within the sensitivity);
+        add/remove too when adding a record of the domain moves the query by at
+        most the sensitivity (the default sum over a domain that holds 0).
+        """
+        low, high = self.domain
+        adds = self.query is not None or (low <= 0 <= high and max(-low, high) <= self.sensitivity)
+        return ["replace-one", "add-remove"] if adds else ["replace-one"]
+
+    # -- sampling ------------------------------------------------------------
+    def draw(self, values: np.ndarray, trials: int, rng: np.random.Generator) -> np.ndarray:
+        """``trials`` releases on ``values`` (:meth:`call_argument`), shape ``(trials, dim)``.
+
+        The default runs seeded blocks of :data:`BLOCK` trials (in worker processes when ``workers > 1``).
+        """
+        seeds = rng.integers(2**63, size=-(-trials // BLOCK))
+        sizes = [min(BLOCK, trials - k * BLOCK) for k in range(len(seeds))]
+        if self.workers == 1 or len(seeds) == 1:
+            blocks = [self.draw_block(values, size, int(seed)) for size, seed in zip(sizes, seeds)]
+        else:
+            with concurrent.futures.ProcessPoolExecutor(min(self.workers, len(seeds))) as pool:
+                blocks = list(pool.map(_run_block, [self] * len(seeds), [values] * len(seeds), sizes,
+                                       [int(s) for s in seeds]))
+        return np.concatenate(blocks, axis=0)
+
+    def draw_block(self, values: np.ndarray, size: int, seed: int) -> np.ndarray:
+        """One block of ``size`` releases from its own seed (libraries called once per trial)."""
+        raise NotImplementedError
+
+    def call_argument(self, data: Dataset) -> np.ndarray:
+        """What :meth:`draw` is given: the query's values (libraries that take the records override it)."""
+        return self.query_values(data.records)
+
+    def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
+                dtype: torch.dtype) -> torch.Tensor:
+        values = self.call_argument(data)
+        rows = np.asarray(self.draw(values, trials, rng), dtype=np.float64).reshape(trials, self.dim)
+        return torch.from_numpy(np.ascontiguousarray(rows))
+
+    # -- claims --------------------------------------------------------------
+    def library_claims(self) -> list:
+        """The claims read from the library object (relation ``replace-one`` for the default pair)."""
+        raise NotImplementedError
+
+    def _claims(self, index: int | None) -> list:
+        from dpaudit.mechanisms.accounting.claims import not_applicable
+
+        claims = self.library_claims()
+        reason = self._query_covered()
+        if reason is None:
+            return claims
+        return [not_applicable(c.name, c.citation, c.relation, reason) for c in claims]

@@ -1,0 +1,199 @@
+"""OpenDP measurements as dpaudit mechanisms, with the claim from the measurement's privacy map.
+
+Two ways in. ``on="query"`` (the default): the measurement randomises the
+query's value (an atom domain, or a vector domain of any length); a vector
+measurement releases a whole chunk of trials in one call, since the
+measurement applied to ``[q, q, ..., q]`` adds independent noise to each
+coordinate and each coordinate is one release of ``q`` (the privacy map of
+a vector measurement at a distance ``d`` between vectors that differ in one
+coordinate is the map of the scalar release). ``on="dataset"``: the
+measurement takes the records themselves (e.g. a clamp, a sum and noise)
+and is called once per trial; ``d_in`` is then read from its input metric
+(symmetric distance: 1 for add/remove, 2 for replace-one; change-one and
+Hamming distances: 1 for replace-one).
+
+The claim is ``measurement.map(d_in)`` in the measurement's own privacy
+measure, converted soundly: pure DP ``epsilon`` holds at every delta;
+approximate DP ``(epsilon, delta)`` for every larger delta; a privacy
+profile (smoothed max divergence) is read at the audit's delta; zCDP
+``rho`` is Renyi DP ``rho * alpha`` at every order, converted by
+Canonne, Kamath and Steinke (2020), Prop. 12.
+
+OpenDP draws its randomness from the operating system, by design: audits of
+OpenDP measurements are not reproducible from the seed (the adapter says so
+in its parameters, ``seeded = False``).
+
+References
+----------
+The OpenDP Library, https://docs.opendp.org (measurements, privacy maps).
+Bun & Steinke, "Concentrated Differential Privacy", TCC 2016.
+Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential
+Privacy", NeurIPS 2020, Prop. 12 (zCDP/RDP to approximate DP).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from dpaudit.mechanisms.adapters.base import LibraryMechanism, fixed_claim, require
+from dpaudit.mechanisms.errors import ParameterError
+
+__all__ = ["OpenDPMechanism", "from_opendp", "measure_claim"]
+
+_ORDERS = np.concatenate([np.linspace(1.01, 10, 200), np.geomspace(10, 10_000, 200)])
+_DATASET_DISTANCES = {"SymmetricDistance": {"add-remove": 1, "replace-one": 2},
+                      "InsertDeleteDistance": {"add-remove": 1, "replace-one": 2},
+                      "ChangeOneDistance": {"replace-one": 1}, "HammingDistance": {"replace-one": 1}}
+
+
+def measure_claim(name: str, citation: str, relation: str, measure: str, value: Any):
+    """A :class:`Claim` from a privacy-map value in OpenDP's ``measure`` (converted soundly)."""
+    from dpaudit.mechanisms.accounting.claims import Claim, not_applicable, rdp_claim
+
+    if measure == "MaxDivergence":
+        return fixed_claim(name, citation, relation, float(value), 0.0)
+    if measure.startswith("Approximate(MaxDivergence)") or measure == "FixedSmoothedMaxDivergence":
+        epsilon, delta = value
+        return fixed_claim(name, citation, relation, float(epsilon), float(delta))
+    if measure == "ZeroConcentratedDivergence":
+        rho = float(value)
+        return rdp_claim(name, citation + f" (rho={rho:g}, Canonne-Kamath-Steinke Prop. 12)", relation,
+                         _ORDERS, rho * _ORDERS)
+    if measure == "SmoothedMaxDivergence":
+        def epsilon_fn(delta: float) -> float:
+            try:
+                return float(value.epsilon(delta))
+            except Exception:  # noqa: BLE001 - OpenDP refuses deltas its profile does not reach
+                return math.inf
+
+        def delta_fn(epsilon: float) -> float:
+            try:
+                return float(value.delta(epsilon))
+            except Exception:  # noqa: BLE001 - outside the profile's range: nothing is claimed
+                return 1.0
+
+        return Claim(name, citation, relation, epsilon_fn=epsilon_fn, delta_fn=delta_fn)
+    return not_applicable(name, citation, relation, f"privacy measure {measure} has no conversion to "
+                                                    f"(epsilon, delta) here")
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenDPMechanism(LibraryMechanism):
+    """An OpenDP measurement on a query (vectorised) or on the dataset (one call per trial)."""
+
+    measurement: Any = None
+    on: str = "query"
+
+    name = "opendp"
+    summary = "an OpenDP measurement, claim from its privacy map in its own privacy measure"
+    library = "opendp"
+    seeded = False
+
+    def validate(self) -> None:
+        super().validate()
+        if self.on not in ("query", "dataset"):
+            raise ParameterError(f"on must be 'query' or 'dataset', got on={self.on!r}")
+        if not hasattr(self.measurement, "map") or not hasattr(self.measurement, "output_measure"):
+            raise ParameterError(f"measurement must be an OpenDP Measurement, got {self.measurement!r}")
+
+    @property
+    def vectorised(self) -> bool:
+        """True when one call releases many independent draws (a vector domain of any size, on a query)."""
+        domain = self.measurement.input_domain
+        return self.on == "query" and self.dim == 1 and "VectorDomain" in str(domain) and \
+            getattr(domain, "size", None) is None
+
+    @property
+    def integer(self) -> bool:
+        return "T=i" in str(self.measurement.input_domain) or "T=u" in str(self.measurement.input_domain)
+
+    def object_params(self) -> dict[str, Any]:
+        return {"measurement": str(self.measurement.input_domain) + " -> " + str(self.measurement.output_measure),
+                "on": self.on, "vectorised": self.vectorised, "seeded": False}
+
+    def _convert(self, values: np.ndarray) -> list:
+        if self.integer:
+            return [int(v) for v in np.rint(values)]
+        return np.asarray(values, dtype=np.float64).tolist()
+
+    def draw(self, values: np.ndarray, trials: int, rng: np.random.Generator) -> np.ndarray:
+        if self.vectorised:
+            return np.asarray(self.measurement(self._convert(np.repeat(values[:1], trials))),
+                              dtype=np.float64).reshape(trials, 1)
+        return super().draw(values, trials, rng)
+
+    def draw_block(self, values: np.ndarray, size: int, seed: int) -> np.ndarray:
+        raise ParameterError("internal: OpenDP draws are not drawn in seeded blocks")  # pragma: no cover
+
+    def _sample(self, data, trials, rng, dtype):
+        if self.on == "query":
+            if self.vectorised:
+                return super()._sample(data, trials, rng, dtype)
+            values = self.query_values(data.records)
+            argument = self._convert(values) if "VectorDomain" in str(self.measurement.input_domain) \
+                else self._convert(values)[0]
+        else:
+            argument = self._convert(np.asarray(data.records, dtype=np.float64).reshape(-1))
+        import torch
+
+        rows = np.empty((trials, self.dim))
+        for trial in range(trials):  # one call per release: OpenDP seeds itself, nothing to split
+            rows[trial] = np.asarray(self.measurement(argument), dtype=np.float64).reshape(-1)
+        return torch.from_numpy(rows)
+
+    def _query_covered(self) -> str | None:
+        return None if self.on == "dataset" else super()._query_covered()
+
+    def distances(self) -> dict[str, Any]:
+        """``d_in`` per neighbouring relation."""
+        if self.on == "query":
+            d_in = int(self.sensitivity) if self.integer else float(self.sensitivity)
+            return {relation: d_in for relation in self.relations()}
+        metric = str(self.measurement.input_metric).split("(")[0]
+        if metric not in _DATASET_DISTANCES:
+            raise ParameterError(f"on='dataset' needs a dataset metric ({', '.join(_DATASET_DISTANCES)}), "
+                                 f"got {self.measurement.input_metric}")
+        return _DATASET_DISTANCES[metric]
+
+    def library_claims(self) -> list:
+        measure = str(self.measurement.output_measure)
+        claims = []
+        for relation, d_in in self.distances().items():
+            citation = f"OpenDP privacy map at d_in={d_in} ({self.measurement.input_metric}), {measure}"
+            claims.append(measure_claim("opendp-privacy-map", citation, relation, measure,
+                                        self.measurement.map(d_in)))
+        return claims
+
+
+def from_opendp(measurement: Any, d_in: float | None = None, *, on: str = "query", query=None,
+                record_domain: tuple[float, float] | None = None) -> OpenDPMechanism:
+    """Wrap an OpenDP measurement as a dpaudit mechanism.
+
+    Parameters
+    ----------
+    measurement : opendp.mod.Measurement
+        With ``on="query"``: it randomises the query value (atom or vector
+        domain); with ``on="dataset"``: it takes the records.
+    d_in : float, optional
+        The query's sensitivity in the measurement's input metric (``on="query"``,
+        default 1); with ``on="dataset"`` the distance comes from the metric.
+    query : callable, optional
+        ``records -> number`` (default: the sum over ``[0, d_in]``).
+    record_domain : (float, float), optional
+        Where records lie (default ``(0, d_in)``).
+
+    Returns
+    -------
+    OpenDPMechanism
+    """
+    require("opendp")
+    if on == "dataset" and record_domain is None:
+        raise ParameterError("on='dataset' needs record_domain=(low, high), the range the measurement clamps to")
+    sensitivity = 1.0 if d_in is None else float(d_in)
+    return OpenDPMechanism(query=query, sensitivity=sensitivity, record_domain=record_domain,
+                           label=f"{measurement.input_metric} -> {measurement.output_measure}",
+                           measurement=measurement, on=on)
