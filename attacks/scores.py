@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
