@@ -270,31 +270,6 @@ class CanarySpec:
                           index, relation, kind)
 
 
-def _record_gradients(mechanism: Mechanism, background: Dataset) -> np.ndarray:
-    """Per-record clipped gradients at the public start point, ``(n, canary_dim)``."""
-    import torch
-
-    if hasattr(mechanism, "initial_parameters") and hasattr(mechanism, "_template"):  # a trained model
-        from dpaudit.mechanisms.models.networks import Stacked, per_example_gradients
-
-        stacked = Stacked(mechanism._template)
-        records = torch.as_tensor(np.array(background.records), dtype=stacked.flat.dtype)
-        gradients = per_example_gradients(stacked, stacked.flat, records[:, :-1].unsqueeze(0),
-                                          records[:, -1].unsqueeze(0))[0].double().numpy()
-        clip = float(mechanism.clip)
-    elif hasattr(mechanism, "loss_function") and hasattr(mechanism, "start"):
-        loss = mechanism.loss_function
-        records = loss.prepare(torch.as_tensor(np.array(background.records), dtype=torch.float64))
-        start = mechanism.start(1, torch.float64)[0]
-        gradients = loss.gradient(start, records).double().numpy().reshape(len(records), -1)
-        clip = float(loss.lipschitz)
-    else:
-        raise ParameterError(f"canary direction 'least-varying' needs a mechanism with per-record gradients, "
-                             f"got {mechanism.name!r}")
-    norms = np.linalg.norm(gradients, axis=1, keepdims=True)
-    return gradients * np.minimum(1.0, clip / np.maximum(norms, 1e-300)) if np.isfinite(clip) else gradients
-
-
 def least_varying_direction(mechanism: Mechanism, background: Dataset, position: int) -> np.ndarray:
     """The unit ``u`` minimising ``sum_i <g_i, u>^2`` over the other records' clipped gradients ``g_i``.
 
@@ -306,7 +281,7 @@ def least_varying_direction(mechanism: Mechanism, background: Dataset, position:
     certification nothing. The eigenvector of the smallest eigenvalue of
     ``sum_i g_i g_i^T``, its sign fixed so its largest entry is positive.
     """
-    gradients = _record_gradients(mechanism, background)
+    gradients = mechanism.clipped_record_gradients(background)
     others = np.delete(gradients, position - 1, axis=0) if 1 <= position <= len(gradients) else gradients
     _, vectors = np.linalg.eigh(others.T @ others)
     u = vectors[:, 0]

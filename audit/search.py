@@ -218,8 +218,7 @@ def search(mechanism: Mechanism, *, record_domain: tuple[float, float] | None = 
     -------
     SearchResult
     """
-    domain = record_domain if record_domain is not None else (getattr(mechanism, "record_domain", None)
-                                                              or getattr(mechanism, "domain", None))
+    domain = record_domain if record_domain is not None else mechanism.declared_record_domain
     if domain is None:
         raise ParameterError("search needs record_domain=(low, high): where the records of your function lie")
     low, high = (check_real("record_domain", float(v)) for v in domain)
@@ -258,6 +257,6 @@ def search(mechanism: Mechanism, *, record_domain: tuple[float, float] | None = 
     fresh = int(certifying.generate_state(1)[0])  # a seed the screening never drew from
     result = audit(mechanism, dataset_pair=(candidate.first, candidate.second), score=chosen_score, trials=trials,
                    delta=delta, confidence=confidence, seed=fresh,
-                   title=title or f"{getattr(mechanism, 'label', mechanism.name)} search: {candidate.name}")
+                   title=title or f"{mechanism.label} search: {candidate.name}")
     chosen = {**candidate.to_dict(), "score": chosen_score, "screen_epsilon": best[0], "seed": fresh}
     return SearchResult(tuple(table), chosen, result, epsilon, screen_trials)

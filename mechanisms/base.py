@@ -305,6 +305,36 @@ class Mechanism(abc.ABC):
         """
         return None
 
+    def surrogate_output_laws(self) -> Any:
+        """Laws of a reference instance that stands in for this one where no exact value is known.
+
+        ``None`` by default. A trained model returns the last-iterate
+        linear-loss surrogate at its training parameters
+        (``accounting.builders.model.surrogate_laws``): a reference for
+        planning and reports, never a bound and never used by a verdict.
+        """
+        return None
+
+    def clipped_record_gradients(self, data: Dataset) -> np.ndarray:
+        """Each record's clipped gradient at the public start point, shape ``(n, canary_dim)``.
+
+        Used to choose a canary direction from the data before any trial
+        (canary direction ``least-varying``).
+
+        Raises
+        ------
+        ParameterError
+            When the mechanism has no per-record gradients.
+        """
+        raise ParameterError(f"canary direction 'least-varying' needs a mechanism with per-record gradients, "
+                             f"got {self.name!r}")
+
+    @property
+    def declared_record_domain(self) -> tuple[float, float] | None:
+        """The interval the records of a user function or library adapter may take (``None``: undeclared);
+        the neighbour search draws its candidate pairs from it."""
+        return None
+
     def inapplicable(self) -> dict[str, str]:
         """Parameters that have no effect for these values of the others, each with the reason.
 

@@ -14,6 +14,7 @@ from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.domains import Domain, make_domain
 from dpaudit.mechanisms.errors import NotExact, ParameterError
 from dpaudit.mechanisms.kinds import NoiseKind, check_enum
+from dpaudit.mechanisms.losses import Loss
 from dpaudit.mechanisms.validation import check_int, check_real
 
 __all__ = ["IterativeMechanism", "injected_rows"]
@@ -146,6 +147,21 @@ class IterativeMechanism(Mechanism):
         """The convex set ``K``."""
         return make_domain(self.domain, radius=self.radius, low=self.low, high=self.high)
 
+    @property
+    def loss_function(self) -> "Loss | None":
+        """The per-record loss with its constants on ``K`` (``None``: the steps are not a loss's gradients)."""
+        return None
+
+    def clipped_record_gradients(self, data: Dataset) -> np.ndarray:
+        """Each record's gradient at the start point, clipped to the loss's Lipschitz bound (see
+        :meth:`Mechanism.clipped_record_gradients`)."""
+        loss = self.loss_function
+        if loss is None:
+            return super().clipped_record_gradients(data)
+        records = loss.prepare(torch.as_tensor(np.array(data.records), dtype=torch.float64))
+        gradients = loss.gradient(self.start(1, torch.float64)[0], records).double().numpy()
+        return clip_to_norm(gradients.reshape(len(records), -1), float(loss.lipschitz))
+
     def start(self, trials: int, dtype: torch.dtype) -> torch.Tensor:
         """The start point repeated for every trial, shape ``(trials, dim)``."""
         if self.init == "center":
@@ -161,3 +177,11 @@ def injected_rows(data: Dataset, dim: int, dtype: torch.dtype) -> dict[int, torc
     """Injected gradients as tensors keyed by 0-based step."""
     return {position - 1: torch.as_tensor(vector, dtype=dtype)
             for position, vector in data.injected.items()}
+
+
+def clip_to_norm(gradients: np.ndarray, clip: float) -> np.ndarray:
+    """Rows of ``gradients`` scaled down to norm at most ``clip`` (unchanged for an infinite ``clip``)."""
+    if not np.isfinite(clip):
+        return gradients
+    norms = np.linalg.norm(gradients, axis=1, keepdims=True)
+    return gradients * np.minimum(1.0, clip / np.maximum(norms, 1e-300))

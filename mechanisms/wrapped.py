@@ -33,6 +33,10 @@ class CallableMechanism(Mechanism):
 
     name = "callable"
     summary = "a user function fn(dataset, rng) -> array, one trial per call"
+
+    @property
+    def declared_record_domain(self) -> tuple[float, float] | None:
+        return None if self.record_domain is None else tuple(float(v) for v in self.record_domain)
     tiled = False  # the user function may not be thread-safe: one call, one generator
     canary_kinds = ()  # records of a user function are opaque: audits take a dataset pair
     release_grid = None  # released exactly as the user's code computes it: its float leaks are what we audit

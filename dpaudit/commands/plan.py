@@ -32,10 +32,9 @@ def _laws(pair) -> tuple[Any, str]:
         return exact_laws(pair.mechanism, pair.dataset_a, pair.dataset_b), "exact"
     except NotExact as exc:
         reason = str(exc)
-    if pair.mechanism.name == "model" and getattr(pair.mechanism, "output", "final") == "final":
-        from dpaudit.mechanisms.accounting.builders.model import surrogate_laws
-
-        return surrogate_laws(pair.mechanism), "surrogate"
+    surrogate = pair.mechanism.surrogate_output_laws()
+    if surrogate is not None:
+        return surrogate, "surrogate"
     raise ParameterError(f"no known score laws for {pair.mechanism.name} here ({reason}): nothing to plan")
 
 

@@ -122,6 +122,10 @@ class LibraryMechanism(Mechanism):
                                  f"record_domain={self.record_domain!r}")
 
     @property
+    def declared_record_domain(self) -> tuple[float, float]:
+        return self.domain
+
+    @property
     def domain(self) -> tuple[float, float]:
         """The record domain ``(low, high)``; default ``(0, sensitivity)``."""
         if self.record_domain is None:

@@ -17,7 +17,8 @@ from dpaudit.mechanisms.base import Mechanism, param, register
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.models.data import load_records
-from dpaudit.mechanisms.models.networks import MODELS, Stacked, build_model
+from dpaudit.mechanisms.iterative import clip_to_norm
+from dpaudit.mechanisms.models.networks import MODELS, Stacked, build_model, per_example_gradients
 from dpaudit.mechanisms.models.training import Schedule, train, train_pnsgd
 from dpaudit.mechanisms.validation import check_choice, check_int, check_real
 
@@ -177,6 +178,22 @@ class ModelTraining(Mechanism):
     def output_direction(self, direction: np.ndarray) -> np.ndarray:
         """A parameter-space direction in output space: every released iterate moves along it."""
         return np.tile(direction, self.training_steps) if self.output == "iterates" else direction
+
+    def clipped_record_gradients(self, data: Dataset) -> np.ndarray:
+        """Each record's per-example gradient at the initial parameters, clipped to norm ``clip``."""
+        stacked = Stacked(self._template)
+        records = torch.as_tensor(np.array(data.records), dtype=stacked.flat.dtype)
+        gradients = per_example_gradients(stacked, stacked.flat, records[:, :-1].unsqueeze(0),
+                                          records[:, -1].unsqueeze(0))[0].double().numpy()
+        return clip_to_norm(gradients, float(self.clip))
+
+    def surrogate_output_laws(self):
+        """The last-iterate linear-loss surrogate at this training's parameters (final parameters only)."""
+        if self.output != "final":
+            return None
+        from dpaudit.mechanisms.accounting.builders.model import surrogate_laws
+
+        return surrogate_laws(self)
 
     @property
     def initial_parameters(self) -> np.ndarray:

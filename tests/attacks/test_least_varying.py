@@ -24,10 +24,8 @@ def test_linear_records_in_a_plane_leave_the_normal_direction():
 
 def test_model_direction_carries_far_less_background_than_the_first_axis():
     pytest.importorskip("sklearn")
-    from dpaudit.attacks.canaries import _record_gradients
-
     mech = mechanisms.make("model", steps=2, batch_size=64)
-    gradients = _record_gradients(mech, mech.default_dataset())
+    gradients = mech.clipped_record_gradients(mech.default_dataset())
     u = least_varying_direction(mech, mech.default_dataset(), mech.n_records)
     first = np.zeros_like(u)
     first[0] = 1.0
