@@ -111,8 +111,9 @@ class CanarySpec:
         ``None`` or ``"data"``: the mechanism's own dataset (zero records for
         the synthetic mechanisms, the training data of ``model``);
         ``"zeros"``, ``"random"`` (seeded) or a path to a ``.npy`` / text file.
-    pair : str
-        ``"opposite"``, ``"zero"`` or ``"remove"`` (add/remove, sum queries only).
+    pair : str, optional
+        ``"opposite"``, ``"zero"`` or ``"remove"`` (add/remove, sum queries only);
+        ``None``: the mechanism's ``default_pair`` (``"opposite"`` unless it has one).
     direction : list of float, optional
         The canary direction ``u`` (normalised; default the first axis).
     seed : int
@@ -122,14 +123,15 @@ class CanarySpec:
     kind: str | None = None
     index: Any = None
     background: str | None = None
-    pair: str = "opposite"
+    pair: str | None = None
     direction: tuple[float, ...] | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.kind is not None:
             check_choice("canary kind", self.kind, CANARY_KINDS)
-        check_choice("canary pair", self.pair, PAIRS)
+        if self.pair is not None:
+            check_choice("canary pair", self.pair, PAIRS)
         if self.direction is not None:
             values = np.atleast_1d(np.asarray(self.direction, dtype=float))  # a scalar is a 1-D direction
             if values.ndim != 1 or not np.all(np.isfinite(values)) or not np.linalg.norm(values) > 0:
@@ -186,6 +188,8 @@ class CanarySpec:
     # -- the pair ------------------------------------------------------------
     def build(self, mechanism: Mechanism, index: int | None) -> CanaryPair:
         """The neighbouring pair with the canary at ``index``."""
+        if self.pair is None:
+            return dataclasses.replace(self, pair=self.pair_for(mechanism)).build(mechanism, index)
         kind = self.kind or default_kind(mechanism)
         if kind not in mechanism.canary_kinds:
             supported = ", ".join(repr(k) for k in mechanism.canary_kinds) or "none"
@@ -225,7 +229,15 @@ class CanarySpec:
             return Dataset(mechanism.random_background(np.random.default_rng(self.seed), shape))
         return Dataset(_load_background(Path(self.background), self.background, shape, mechanism.n_records))
 
+    def pair_for(self, mechanism: Mechanism) -> str:
+        """The pair asked for, or the mechanism's default (``opposite`` unless it says otherwise)."""
+        return self.pair or getattr(mechanism, "default_pair", "opposite")
+
     def _relation(self, mechanism: Mechanism) -> Relation:
+        special = getattr(mechanism, "pair_relation", None)  # e.g. shuffled batches: zero-out only
+        relation = special(self.pair) if special is not None else None
+        if relation is not None:
+            return relation
         if mechanism.zero_record_is_absent and self.pair in ("zero", "remove"):
             return Relation.ADD_REMOVE
         return Relation.REPLACE_ONE

@@ -70,6 +70,7 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
         pairs = tuple(spec.build(mechanism, position) for position in spec.indices(mechanism))
         default_score = "projection"
         canary_table = {key: getattr(spec, key) for key in spec.__dataclass_fields__}
+        canary_table["pair"] = spec.pair_for(mechanism)
         canary_table["direction"] = list(spec.direction) if spec.direction is not None else None
     chosen = score or default_score
     description = {"mechanism": {"name": mechanism.name, **mechanism.params}, "canary": canary_table,
