@@ -57,6 +57,18 @@ def _exact(pair: CanaryPair, delta: float, certified: int, confidence: float) ->
     return claim, ceiling
 
 
+def _law_ceiling(pair: CanaryPair, delta: float, certified: int, confidence: float) -> float | None:
+    """The ceiling from a mechanism's own law of its exact score (``score_law``: e.g. every DP-SGD iterate)."""
+    hook = getattr(pair.mechanism, "score_law", None)
+    if hook is None:
+        return None
+    try:
+        law = hook(pair.dataset_a, pair.dataset_b)
+    except NotExact:
+        return None
+    return exact_ceiling(*law, trials=certified, delta=delta, confidence=confidence)
+
+
 def theory_slack(claims: list[dict[str, Any]], relation: str) -> dict[str, Any]:
     """How far each claim is from the tightest valid claim, and the tightest from the exact value.
 
@@ -103,7 +115,8 @@ def _index_result(job: AuditJob, pair: CanaryPair, source: ScoreSource, confiden
         index=pair.index, empirical=empirical, claims=tuple(ClaimEntry.from_dict(c) for c in claims),
         verdict=judged["verdict"], verdict_reason=judged["reason"], violations=tuple(judged["violations"]),
         tightness=judged["tightness"], distributions=results["distributions"],
-        ceiling=exact[1] if exact else None, theory_slack=slack)
+        ceiling=exact[1] if exact else _law_ceiling(pair, settings.delta, results["trials"]["a"], confidence),
+        theory_slack=slack)
 
 
 def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str, Any],
