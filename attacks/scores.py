@@ -11,6 +11,7 @@ logistic   logistic regression on standardised outputs (torch, LBFGS)
 mlp        a small two-layer network (torch, Adam)
 exact      the mechanism's own exact log-likelihood ratio, if it has one
 float-bits bit patterns of the released floats (``attacks.float_bits``)
+step-*     every released step read apart (``attacks.steps``: step-max, step-mixture)
 ========== ==========================================================
 """
 
@@ -23,6 +24,7 @@ import torch
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.float_bits import fit_float_bits
+from dpaudit.attacks.steps import STEP_SCORES, fit_step_score
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice
 
@@ -38,9 +40,10 @@ SCORES = {
     "float-bits": "floating-point distinguisher: value windows crossed with significand bits",
     "canary-loss": "loss of the canary record under each trial's trained model (input canaries of models)",
     "logit-margin": "logit margin of the canary record's label under each trial's trained model",
+    **STEP_SCORES,
 }
 MODEL_SCORES = ("canary-loss", "logit-margin")
-FITTED = frozenset({"gaussian", "logistic", "mlp", "float-bits"})  # scores fitted on calibration outputs
+FITTED = frozenset({"gaussian", "logistic", "mlp", "float-bits", *STEP_SCORES})  # scores fitted on calibration outputs
 _MAX_FIT = 200_000  # calibration trials used to fit a learned score
 
 
@@ -83,6 +86,8 @@ def fit_score(name: str, pair: CanaryPair, calibration_a: np.ndarray | None = No
         return _fit_gaussian(cal_a, cal_b)
     if name == "float-bits":
         return fit_float_bits(cal_a, cal_b)
+    if name in STEP_SCORES:
+        return fit_step_score(name, pair, cal_a, cal_b)
     return _fit_classifier(cal_a, cal_b, hidden=32 if name == "mlp" else 0, seed=seed)
 
 
