@@ -75,7 +75,12 @@ def fit_score(name: str, pair: CanaryPair, calibration_a: np.ndarray | None = No
         if hook is None:
             raise ParameterError(f"score 'exact' needs a mechanism with an exact likelihood ratio, "
                                  f"{pair.mechanism.name!r} has none")
-        return lambda outputs: hook(np.asarray(outputs, dtype=float), pair.dataset_a, pair.dataset_b)
+        def exact(outputs: np.ndarray) -> np.ndarray:
+            return hook(np.asarray(outputs, dtype=float), pair.dataset_a, pair.dataset_b)
+        simulate = getattr(pair.mechanism, "reference_scores", None)
+        if simulate is not None:  # scores drawn from the known laws: thresholds chosen on them (audit.runner)
+            exact.reference = lambda size, seed=0: simulate(pair.dataset_a, pair.dataset_b, size, seed)
+        return exact
     if name in MODEL_SCORES:
         return _record_score(name, pair)
     if calibration_a is None or calibration_b is None or len(calibration_a) < 2 or len(calibration_b) < 2:

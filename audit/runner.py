@@ -37,7 +37,7 @@ from dpaudit.audit.fingerprint import code_version
 from dpaudit.audit.job import AuditJob
 from dpaudit.audit.result import AuditResult
 from dpaudit.audit.store import ChunkKey, Store, new_owner
-from dpaudit.mechanisms.errors import DPAuditError, ParameterError
+from dpaudit.mechanisms.errors import DPAuditError, NotExact, ParameterError
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -316,6 +316,13 @@ class _StoreSource:
         cal_b = self.store.get_chunks(self.plan.audit_id, self.index, "b", "cal")
         if _fitted(self.plan):
             return self.plan.scorers[self.index](cal_a), self.plan.scorers[self.index](cal_b)
+        reference = getattr(self.plan.scorers[self.index], "reference", None)
+        if reference is not None:  # a score with a known law: thresholds chosen on scores drawn from it
+            try:
+                size = min(max(10 * self.plan.job.settings.trials, 100_000), 1_000_000)
+                return reference(size, self.plan.job.settings.seed)
+            except NotExact:
+                pass
         return cal_a, cal_b
 
     def chunks(self, side: str) -> Iterator[np.ndarray]:

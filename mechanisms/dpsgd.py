@@ -138,6 +138,12 @@ class DPSGD(IterativeMechanism):
 
         return steps_log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
 
+    def reference_scores(self, dataset_a: Dataset, dataset_b: Dataset, size: int, seed: int = 0):
+        """Scores of :meth:`log_likelihood_ratio` simulated from the known laws (to choose thresholds on)."""
+        from dpaudit.mechanisms.accounting.white_box import steps_reference_scores
+
+        return steps_reference_scores(self, dataset_a, dataset_b, size, seed)
+
     def score_law(self, dataset_a: Dataset, dataset_b: Dataset):
         """The law of :meth:`log_likelihood_ratio` under ``S`` and ``S'`` (for the ceiling), or :class:`NotExact`."""
         from dpaudit.mechanisms.accounting.white_box import steps_score_law

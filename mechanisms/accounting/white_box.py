@@ -35,7 +35,7 @@ from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.errors import NotExact
 from dpaudit.mechanisms.kinds import SHUFFLED
 
-__all__ = ["step_sums", "steps_log_likelihood_ratio", "steps_score_law"]
+__all__ = ["step_sums", "steps_log_likelihood_ratio", "steps_reference_scores", "steps_score_law"]
 
 LAW_BINS = 20_000  #: thresholds of the ceiling's score law (a coarser score: the ceiling can only be lower)
 
@@ -106,15 +106,59 @@ def _log_density(mech, a: np.ndarray) -> np.ndarray:
     return (logsumexp(padded, axis=2) - math.log(per_epoch)).sum(axis=1)
 
 
-def steps_log_likelihood_ratio(mech, outputs: np.ndarray, data_a: Dataset, data_b: Dataset) -> np.ndarray:
-    """``log p_S'(out) - log p_S(out)`` of released iterates, one value per trial."""
-    c, d_a, d_b = _structure(mech, data_a, data_b)
-    z = step_sums(mech, outputs) - mech.batch_size * c
+def _ratio(mech, z: np.ndarray, d_a: np.ndarray, d_b: np.ndarray) -> np.ndarray:
     s2 = (mech.noise_std * mech.batch_size) ** 2
 
     def exponents(d):
         return (z @ d - 0.5 * float(d @ d)) / s2
     return _log_density(mech, exponents(d_b)) - _log_density(mech, exponents(d_a))
+
+
+def steps_log_likelihood_ratio(mech, outputs: np.ndarray, data_a: Dataset, data_b: Dataset) -> np.ndarray:
+    """``log p_S'(out) - log p_S(out)`` of released iterates, one value per trial."""
+    c, d_a, d_b = _structure(mech, data_a, data_b)
+    return _ratio(mech, step_sums(mech, outputs) - mech.batch_size * c, d_a, d_b)
+
+
+def _canary_steps(mech, size: int, rng: np.random.Generator) -> np.ndarray:
+    """0/1 ``(size, T)``: the steps whose batch holds the canary, drawn as the sampling draws them."""
+    steps = mech.steps
+    if mech.sampling not in SHUFFLED:
+        return (rng.random((size, steps)) < mech.sample_rate).astype(float)
+    per_epoch = mech.batches_per_epoch
+    epochs = -(-steps // per_epoch)
+    if mech.sampling == "shuffle-once":
+        tau = np.repeat(rng.integers(0, per_epoch, (size, 1)), epochs, axis=1)
+    else:
+        tau = rng.integers(0, per_epoch, (size, epochs))
+    hit = np.zeros((size, epochs * per_epoch))
+    hit[np.arange(size)[:, None], tau + per_epoch * np.arange(epochs)] = 1.0
+    return hit[:, :steps]
+
+
+def steps_reference_scores(mech, data_a: Dataset, data_b: Dataset, size: int,
+                           seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``size`` scores of :func:`steps_log_likelihood_ratio` per dataset, simulated from the known laws.
+
+    Drawn from the laws themselves (the canary's batches and the noise in
+    the plane of the canary's two gradients, where the score lives), never
+    from the mechanism's trials: a threshold chosen on them is independent
+    of any trial that certifies a bound.
+    """
+    _, d_a, d_b = _structure(mech, data_a, data_b)
+    basis, _ = np.linalg.qr(np.stack([d_a, d_b], axis=1))  # an orthonormal basis of the plane (d, 2)
+    plane_a, plane_b = d_a @ basis, d_b @ basis
+    s = mech.noise_std * mech.batch_size
+    rng = np.random.default_rng([seed, 27])
+    scores = []
+    for offset in (plane_a, plane_b):
+        parts = []
+        for start in range(0, size, 50_000):
+            rows = min(50_000, size - start)
+            z = s * rng.standard_normal((rows, mech.steps, 2)) + _canary_steps(mech, rows, rng)[..., None] * offset
+            parts.append(_ratio(mech, z, plane_a, plane_b))
+        scores.append(np.concatenate(parts))
+    return scores[0], scores[1]
 
 
 def steps_score_law(mech, data_a: Dataset, data_b: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
