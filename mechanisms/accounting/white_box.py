@@ -155,7 +155,8 @@ def steps_reference_scores(mech, data_a: Dataset, data_b: Dataset, size: int,
         parts = []
         for start in range(0, size, 50_000):
             rows = min(50_000, size - start)
-            z = s * rng.standard_normal((rows, mech.steps, 2)) + _canary_steps(mech, rows, rng)[..., None] * offset
+            z = (s * rng.standard_normal((rows, mech.steps, basis.shape[1]))
+                 + _canary_steps(mech, rows, rng)[..., None] * offset)
             parts.append(_ratio(mech, z, plane_a, plane_b))
         scores.append(np.concatenate(parts))
     return scores[0], scores[1]

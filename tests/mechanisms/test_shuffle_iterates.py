@@ -153,8 +153,9 @@ def test_ceiling_of_every_iterate_matches_the_reference_and_a_simulation():
     assert simulated == pytest.approx(exact_ceiling(*law, trials=20_000, delta=1e-5), abs=0.15)
 
 
-def test_reference_scores_follow_the_law_of_the_real_scores():
-    mech = dpaudit.make("dp-sgd", n=20, dim=2, batch_size=5, steps=8, noise_std=0.2, sampling="shuffle",
+@pytest.mark.parametrize("dim,sampling", [(2, "shuffle"), (1, "shuffle-once"), (3, "without-replacement")])
+def test_reference_scores_follow_the_law_of_the_real_scores(dim, sampling):
+    mech = dpaudit.make("dp-sgd", n=20, dim=dim, batch_size=5, steps=8, noise_std=0.2, sampling=sampling,
                         output="iterates")
     pair = CanarySpec().build(mech, 20)
     ref_a, ref_b = mech.reference_scores(pair.dataset_a, pair.dataset_b, 20_000, seed=1)
