@@ -319,8 +319,7 @@ class _StoreSource:
         reference = getattr(self.plan.scorers[self.index], "reference", None)
         if reference is not None:  # a score with a known law: thresholds chosen on scores drawn from it
             try:
-                size = min(max(10 * self.plan.job.settings.trials, 100_000), 1_000_000)
-                return reference(size, self.plan.job.settings.seed)
+                return reference(self.plan.n_cert, self.plan.job.settings.seed)
             except NotExact:
                 pass
         return cal_a, cal_b
