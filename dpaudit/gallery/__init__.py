@@ -1,7 +1,8 @@
 """Build the gallery: audits next to theory, reproducing the seed papers' findings.
 
 ``dpaudit gallery --out DIR`` runs the configs shipped in this package (one
-folder per section: ``per_index``, ``stopped``, ``lssgd``, ``baselines``),
+folder per section: ``per_index``, ``stopped``, ``lssgd``, ``baselines``,
+``ladder``),
 renders each audit's report, adds two theory figures (Asoodeh et al. Fig. 2
 comparison; DP-LSSGD's claim against the accountant at the paper's MNIST
 settings) and writes ``index.html``. ``--trials`` makes a reduced gallery
@@ -50,6 +51,12 @@ SECTIONS = (
             "accountants for the same noise."),
     Section("baselines", "(d) Baselines with exactly known privacy",
             "Mechanisms whose true epsilon is known: how close a certified lower bound gets."),
+    Section("ladder", "(e) The ladder: one DP-SGD instance, from the white box to the hidden state",
+            "n = 1000 records, batches of 10, 100 steps (one epoch), noise 1 relative to the clipping norm on "
+            "the batch sum, delta = 1e-5: every iterate released with shuffled batches (what most training "
+            "loops do, usually reported with the Poisson accountant's 0.718), every iterate with Poisson "
+            "batches (where that accountant is exact), the last iterate only, and the hidden state of "
+            "projected noisy SGD with the same noise per step (docs/theory.md 6)."),
 )
 
 
@@ -122,7 +129,10 @@ def build(out: Path, *, trials: int | None, workers: int | None, store: str, pro
         document = as_document(result)
         audits[number].append((result.title, verdict_sentence(document), result.audit_id,
                                plots.epsilon_by_index(document)))
-    figures = {"stopped": stopped_comparison_svg(), "lssgd": lssgd_svg()}
+    from dpaudit.gallery.ladder import ladder_table
+
+    ladder = [result for number, result in zip(owners, results) if SECTIONS[number].folder == "ladder"]
+    figures = {"stopped": stopped_comparison_svg(), "lssgd": lssgd_svg(), "ladder": ladder_table(ladder)}
     from jinja2 import Environment, select_autoescape
 
     env = Environment(autoescape=select_autoescape(default=True))
