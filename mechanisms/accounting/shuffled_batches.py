@@ -90,11 +90,16 @@ def _out_of_cube(caps: np.ndarray, sigma: float, batches: int, mean: float) -> n
     return -np.expm1(inside)
 
 
+@functools.lru_cache(maxsize=64)
+def _cube_masses(sigma: float, batches: int) -> tuple[np.ndarray, np.ndarray]:
+    """``P(M > c)`` and ``Q(M > c)`` on the grid of caps (computed once per noise and number of batches)."""
+    caps = _CAPS * max(sigma, 1e-3)
+    return _out_of_cube(caps, sigma, batches, 2.0), _out_of_cube(caps, sigma, batches, 1.0)
+
+
 def _single_epoch_delta(epsilon: float, sigma: float, batches: int) -> float:
     """``sup_c P(M > c) - e^eps Q(M > c)`` over a grid of ``c`` (a sup over fewer sets: still a lower bound)."""
-    caps = _CAPS * max(sigma, 1e-3)
-    upper = _out_of_cube(caps, sigma, batches, 2.0)
-    lower = _out_of_cube(caps, sigma, batches, 1.0)
+    upper, lower = _cube_masses(float(sigma), int(batches))
     return max(float(np.max(upper - math.exp(epsilon) * lower)), 0.0)
 
 
@@ -119,13 +124,20 @@ def _max_law(sigma: float, batches: int, width: float = 1e-3) -> tuple[np.ndarra
     return np.log(p[keep]) - np.log(q[keep]), p[keep], q[keep]
 
 
-def _composed_delta(epsilon: float, sigma: float, batches: int, epochs: int, grid: float = 2e-3) -> float:
+def _composed_delta(epsilon: float, sigma: float, batches: int, epochs: int) -> float:
     """``delta(eps)`` of ``epochs`` independent copies of the sliced law of ``M`` (a lower bound).
 
     Privacy losses are rounded down to a grid before the composition
     (convolution of the losses' law under ``P``): ``E_P[(1 - e^(eps - L))_+]``
     with every loss ``L`` made smaller can only decrease.
     """
+    values, composed = _composed_law(float(sigma), int(batches), int(epochs))
+    return max(float(np.sum(composed * -np.expm1(np.minimum(epsilon - values, 0.0)))), 0.0)
+
+
+@functools.lru_cache(maxsize=16)
+def _composed_law(sigma: float, batches: int, epochs: int, grid: float = 2e-3) -> tuple[np.ndarray, np.ndarray]:
+    """The composed privacy-loss law under ``P``: loss values and masses (see :func:`_composed_delta`)."""
     losses, p, _ = _max_law(sigma, batches)
     index = np.floor(losses / grid).astype(np.int64)
     offset = int(index.min())
@@ -135,7 +147,7 @@ def _composed_delta(epsilon: float, sigma: float, batches: int, epochs: int, gri
     composed = np.fft.irfft(np.fft.rfft(pmf, length) ** epochs, length)[:size]
     composed = np.clip(composed, 0.0, None)
     values = (np.arange(size) + epochs * offset) * grid
-    return max(float(np.sum(composed * -np.expm1(np.minimum(epsilon - values, 0.0)))), 0.0)
+    return values, composed
 
 
 def shuffle_lower_delta(epsilon: float, *, sigma: float, batches: int, epochs: int = 1,
@@ -158,6 +170,7 @@ def shuffle_lower_delta(epsilon: float, *, sigma: float, batches: int, epochs: i
     return _composed_delta(epsilon, sigma, batches, epochs)
 
 
+@functools.lru_cache(maxsize=256)
 def shuffle_lower_epsilon(delta: float, *, sigma: float, batches: int, epochs: int = 1,
                           reshuffle: bool = True) -> float:
     """A lower bound on the true ``epsilon(delta)`` of shuffled batches, rounded down.

@@ -88,6 +88,7 @@ def _build_sgd_claims(mech) -> list[Claim]:
     mu_step = factor * loss.lipschitz / (mech.batch_size * mech.noise_std)
     q, T = mech.sample_rate, mech.steps
 
+    @functools.lru_cache(maxsize=4096)  # the claims are built once per mechanism: audits reuse the profile
     def composed_epsilon(delta: float) -> float:
         step_eps = float(gaussian_epsilon(delta / (T * q), mu_step))  # per-step delta * q * T = delta
         return T * float(amplify_by_subsampling(step_eps, 0.0, q)[0])
