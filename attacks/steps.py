@@ -7,7 +7,8 @@ theta_(t-1)``; otherwise (a user's loop releasing, say, its noisy sums) the
 columns themselves. Each step is projected on the canary direction of that
 step and standardised per step by the median and the MAD of the
 calibration trials of both datasets (robust to the rare steps the canary
-moves), oriented so that the canary's pull in ``S`` is positive: ``z_t``.
+moves), oriented on the calibration trials so that the canary's pull in
+``S`` is positive: ``z_t``.
 Summing the steps (the ``projection`` score on the tiled direction) throws
 this structure away: with Poisson or shuffled batches the canary moves few
 steps, and a sum drowns them in the noise of the others.
@@ -51,7 +52,9 @@ _MAD = 1.482602218505602  # MAD to standard deviation for a normal law
 
 
 def step_count(mechanism, output_dim: int) -> int:
-    """Steps in a release of ``output_dim`` numbers (see the module docstring)."""
+    """Steps in a release of ``output_dim`` numbers (see the module docstring); 1 for a last iterate."""
+    if getattr(mechanism, "output", None) == "final":
+        return 1
     for name in ("training_steps", "steps"):
         steps = getattr(mechanism, name, None)
         if isinstance(steps, int) and steps > 1 and output_dim % steps == 0 and \
@@ -101,9 +104,11 @@ def fit_step_score(name: str, pair, calibration_a: np.ndarray, calibration_b: np
     centre = np.median(pooled, axis=0)
     spread = _MAD * np.median(np.abs(pooled - centre), axis=0)
     spread = np.where(spread > 0, spread, pooled.std(axis=0) + 1e-300)
+    # the canary's pull in S made positive: S's steps lie below S''s along the direction, or above them
+    sign = 1.0 if values_b.mean() >= values_a.mean() else -1.0
 
-    def standard(outputs):  # the canary's pull in S positive
-        return (centre - step_values(mechanism, outputs, pair.direction)) / spread
+    def standard(outputs):
+        return sign * (centre - step_values(mechanism, outputs, pair.direction)) / spread
 
     if name == "step-max":
         return lambda outputs: -standard(outputs).max(axis=1)
