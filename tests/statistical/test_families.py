@@ -68,7 +68,8 @@ def _family(name: str):
         mech = dpaudit.make("dp-sgd", n=4, dim=1, batch_size=2, steps=4 if once else 2, noise_std=0.5,
                             sampling="shuffle-once" if once else "shuffle", output="iterates")
         pair = CanarySpec().build(mech, 4)
-        return pair, _shuffled_epsilon(DELTA, 1 / math.sqrt(2) if once else 1.0), WHITE_BOX
+        return pair, _shuffled_epsilon(DELTA, 1 / math.sqrt(2) if once else 1.0), \
+            ["projection", "exact", "step-max"] if once else WHITE_BOX
     else:
         mech = dpaudit.make("shuffled-rr", n=20, epsilon0=2.0)
         pair = CanarySpec(kind="input").build(mech, None)
