@@ -3,7 +3,7 @@
 Reduced budgets of the issue's checks (docs/theory.md 6), seeded: 200 records in batches of 2 with noise
 0.5 on the mean (noise 1 on the sum) have the issue's 100 steps per epoch and the same claims as its
 1000 records in batches of 10. At 1e4 trials per side the exact score of the shuffled instance certifies
-about 1.4 (2.0-2.4 at 1e5), far above the Poisson accountant's 0.718, so the violation is certified with a
+about 1.3 (1.8-2.4 at 1e5), far above the Poisson accountant's 0.718, so the violation is certified with a
 wide margin; the Poisson instance's exact epsilon is that accountant's value, so a sound audit passes it.
 """
 
