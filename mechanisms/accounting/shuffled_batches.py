@@ -60,8 +60,9 @@ __all__ = [
     "shuffle_lower_epsilon",
 ]
 
-CHUA = ("Chua et al. 2024 (How Private are DP-SGD Implementations?), lower bound on cube sets {max_t x_t > c}, "
-        "composed over reshuffled epochs as in their public code")
+CHUA = ("a reference, not a guarantee: lower bound on the true epsilon of shuffled batches, Chua et al. 2024 "
+        "(How Private are DP-SGD Implementations?), cube sets {max_t x_t > c}, composed over reshuffled epochs "
+        "as in their public code")
 GAUSSIAN_EPOCHS = ("Gaussian mechanism per epoch (each record in one batch per epoch, zero-out sensitivity C, noise "
                    "sigma C), composed over the epochs in GDP (Dong, Roth, Su 2022, Cor. 2)")
 _CAPS = np.arange(-5.0, 60.0, 0.002)  # thresholds c of the cube sets, in units of C (scaled by sigma below)
