@@ -153,9 +153,10 @@ def test_ceiling_of_every_iterate_matches_the_reference_and_a_simulation():
     assert simulated == pytest.approx(exact_ceiling(*law, trials=20_000, delta=1e-5), abs=0.15)
 
 
-@pytest.mark.parametrize("dim,sampling", [(2, "shuffle"), (1, "shuffle-once"), (3, "without-replacement")])
-def test_reference_scores_follow_the_law_of_the_real_scores(dim, sampling):
-    mech = dpaudit.make("dp-sgd", n=20, dim=dim, batch_size=5, steps=8, noise_std=0.2, sampling=sampling,
+@pytest.mark.parametrize("name,dim,sampling", [("dp-sgd", 2, "shuffle"), ("dp-sgd", 1, "shuffle-once"),
+                                               ("dp-sgd", 3, "without-replacement"), ("dp-lssgd", 3, "shuffle")])
+def test_reference_scores_follow_the_law_of_the_real_scores(name, dim, sampling):
+    mech = dpaudit.make(name, n=20, dim=dim, batch_size=5, steps=8, noise_std=0.2, sampling=sampling,
                         output="iterates")
     pair = CanarySpec().build(mech, 20)
     ref_a, ref_b = mech.reference_scores(pair.dataset_a, pair.dataset_b, 20_000, seed=1)
@@ -164,3 +165,24 @@ def test_reference_scores_follow_the_law_of_the_real_scores(dim, sampling):
     # two-sample Kolmogorov-Smirnov at level 1e-4 (the release grid moves scores by far less than their spread)
     assert stats.ks_2samp(ref_a, real_a).pvalue > 1e-4 and stats.ks_2samp(ref_b, real_b).pvalue > 1e-4
     assert np.mean(real_b) > np.mean(real_a)
+
+
+@pytest.mark.parametrize("sampling", ["shuffle", "shuffle-once"])
+def test_model_shuffled_batches_use_the_canary_once_per_epoch(sampling):
+    # zero features: every record's weight gradient is 0, so the first weight moves only by the injected
+    # canary gradient C e_1 (step eta C / m = 0.5 when the canary is in the batch); noise far below the grid
+    data = np.column_stack([np.zeros((8, 2)), np.arange(8) % 2])
+    mech = dpaudit.make("model", data=data, batch_size=2, steps=8, eta=1.0, noise_multiplier=1e-9,
+                        sampling=sampling, output="iterates")
+    pair = CanarySpec(kind="gradient").build(mech, 8)
+    assert pair.relation == "zero-out"
+    weights = mech.sample(pair.dataset_a, trials=2000, seed=4).reshape(2000, 8, -1)[:, :, 0]
+    steps = -np.diff(weights, axis=1, prepend=mech.initial_parameters[0])  # released on the 2^-12 grid
+    assert np.all((np.abs(steps) < 1e-3) | (np.abs(steps - 0.5) < 1e-3))
+    hits = (np.abs(steps - 0.5) < 1e-3).reshape(-1, 2, 4)
+    assert np.all(hits.sum(axis=2) == 1)
+    slots = hits.argmax(axis=2)
+    # uniform over 4 batches: 0.25 +- 4.5 standard deviations (0.044) over 2000 trials
+    assert abs(np.mean(slots[:, 0] == 0) - 0.25) < 0.044
+    same = np.mean(slots[:, 0] == slots[:, 1])
+    assert same == 1.0 if sampling == "shuffle-once" else abs(same - 0.25) < 0.044
