@@ -79,7 +79,9 @@ def _structure(mech, data_a: Dataset, data_b: Dataset) -> tuple[np.ndarray, np.n
 def step_sums(mech, outputs: np.ndarray) -> np.ndarray:
     """The noisy batch sums ``y_t`` behind released iterates ``(trials, T d)``, shape ``(trials, T, d)``."""
     theta = np.asarray(outputs, dtype=float).reshape(len(outputs), mech.steps, mech.dim)
-    start = np.asarray(mech.start(1, __import__("torch").float64)[0].numpy(), dtype=float)
+    import torch
+
+    start = mech.start(1, torch.float64)[0].numpy()
     previous = np.concatenate([np.broadcast_to(start, (len(outputs), 1, mech.dim)), theta[:, :-1]], axis=1)
     update = (previous - theta) / mech.eta
     smoothing = float(getattr(mech, "smoothing", 0.0) or 0.0)
