@@ -114,8 +114,9 @@ class CanarySpec:
         ``None`` or ``"data"``: the mechanism's own dataset (zero records for
         the synthetic mechanisms, the training data of ``model``);
         ``"zeros"``, ``"random"`` (seeded) or a path to a ``.npy`` / text file.
-    pair : str
-        ``"opposite"``, ``"zero"`` or ``"remove"`` (add/remove, sum queries only).
+    pair : str, optional
+        ``"opposite"``, ``"zero"`` or ``"remove"`` (add/remove, sum queries only);
+        ``None``: the mechanism's ``default_pair`` (``"opposite"`` unless it has one).
     direction : list of float or "least-varying", optional
         The canary direction ``u`` (normalised; default the first axis), or
         ``"least-varying"``: the direction along which the other records'
@@ -129,14 +130,15 @@ class CanarySpec:
     kind: str | None = None
     index: Any = None
     background: str | None = None
-    pair: str = "opposite"
+    pair: str | None = None
     direction: tuple[float, ...] | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.kind is not None:
             check_choice("canary kind", self.kind, CANARY_KINDS)
-        check_choice("canary pair", self.pair, PAIRS)
+        if self.pair is not None:
+            check_choice("canary pair", self.pair, PAIRS)
         if isinstance(self.direction, str):
             check_choice("canary direction", self.direction, DIRECTIONS)
         elif self.direction is not None:
@@ -195,6 +197,8 @@ class CanarySpec:
     # -- the pair ------------------------------------------------------------
     def build(self, mechanism: Mechanism, index: int | None) -> CanaryPair:
         """The neighbouring pair with the canary at ``index``."""
+        if self.pair is None:
+            return dataclasses.replace(self, pair=self.pair_for(mechanism)).build(mechanism, index)
         kind = self.kind or default_kind(mechanism)
         if kind not in mechanism.canary_kinds:
             supported = ", ".join(repr(k) for k in mechanism.canary_kinds) or "none"
@@ -237,7 +241,14 @@ class CanarySpec:
             return Dataset(mechanism.random_background(np.random.default_rng(self.seed), shape))
         return Dataset(_load_background(Path(self.background), self.background, shape, mechanism.n_records))
 
+    def pair_for(self, mechanism: Mechanism) -> str:
+        """The pair asked for, or the mechanism's default (``opposite`` unless it says otherwise)."""
+        return self.pair or mechanism.default_pair
+
     def _relation(self, mechanism: Mechanism) -> Relation:
+        relation = mechanism.pair_relation(self.pair_for(mechanism))  # e.g. shuffled batches: zero-out only
+        if relation is not None:
+            return relation
         if mechanism.zero_record_is_absent and self.pair in ("zero", "remove"):
             return Relation.ADD_REMOVE
         return Relation.REPLACE_ONE

@@ -21,6 +21,7 @@ logistic   logistic regression on standardised outputs (torch, LBFGS)
 mlp        a small two-layer network (torch, Adam)
 exact      the mechanism's own exact log-likelihood ratio, if it has one
 float-bits bit patterns of the released floats (``attacks.float_bits``)
+step-*     every released step read apart (``attacks.steps``: step-max, step-mixture)
 ========== ==========================================================
 """
 
@@ -105,8 +106,13 @@ def _projection(pair, cal_a, cal_b, seed):
 
 def _exact(pair, cal_a, cal_b, seed):
     mechanism = pair.mechanism
-    return lambda outputs: mechanism.log_likelihood_ratio(np.asarray(outputs, dtype=float), pair.dataset_a,
-                                                          pair.dataset_b)
+
+    def exact(outputs: np.ndarray) -> np.ndarray:
+        return mechanism.log_likelihood_ratio(np.asarray(outputs, dtype=float), pair.dataset_a, pair.dataset_b)
+
+    # scores drawn from the mechanism's known laws, to choose thresholds on (``audit.runner``; NotExact: none)
+    exact.reference = lambda size, seed=0: mechanism.reference_scores(pair.dataset_a, pair.dataset_b, size, seed)
+    return exact
 
 
 def _exact_applies(pair: CanaryPair) -> str | None:
@@ -163,7 +169,7 @@ _BUILTINS = (
 _REGISTRY: dict[str, Score] = {score.name: score for score in _BUILTINS}
 #: Modules of the package that define more scores (each calls :func:`register_score` once per score);
 #: imported on the registry's first use, so importing this module registers nothing elsewhere.
-SCORE_MODULES: tuple[str, ...] = ()
+SCORE_MODULES: tuple[str, ...] = ("dpaudit.attacks.steps",)
 _loaded = False
 
 

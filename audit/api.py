@@ -71,6 +71,7 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
         spec = _canary_spec(canary, index)
         pairs = tuple(spec.build(mechanism, position) for position in spec.indices(mechanism))
         canary_table = {key: getattr(spec, key) for key in spec.__dataclass_fields__}
+        canary_table["pair"] = spec.pair_for(mechanism)
         canary_table["direction"] = list(spec.direction) if isinstance(spec.direction, tuple) else spec.direction
     scores = resolve_scores(AUTO if score is None else score)
     names = [s.name for s in scores]

@@ -50,6 +50,15 @@ def _exact(pair: CanaryPair, delta: float, certified: int, confidence: float) ->
     return claim, ceiling
 
 
+def _law_ceiling(pair: CanaryPair, delta: float, certified: int, confidence: float) -> float | None:
+    """The ceiling from the mechanism's own law of its exact score (``score_law``: e.g. every DP-SGD iterate)."""
+    try:
+        law = pair.mechanism.score_law(pair.dataset_a, pair.dataset_b)
+    except NotExact:
+        return None
+    return exact_ceiling(*law, trials=certified, delta=delta, confidence=confidence)
+
+
 def claim_entries(mechanism, index: int | None, delta: float) -> list[ClaimEntry]:
     """Every claim evaluated at ``delta``, with its profile on ``PROFILE_EPSILONS``."""
     claim_objects = mechanism.claims(index=index)
@@ -73,7 +82,7 @@ def _index_result(job: AuditJob, pair: CanaryPair, source: ScoreSource, confiden
         index=pair.index, empirical=empirical, claims=judged.with_slack(claims),
         verdict=judged.verdict, verdict_reason=judged.reason, violations=judged.violations,
         tightness=judged.tightness, distributions=certification.distributions,
-        ceiling=exact[1] if exact else None, theory_slack=judged.theory_slack())
+        ceiling=exact[1] if exact else _law_ceiling(pair, settings.delta, certification.trials["a"], confidence), theory_slack=judged.theory_slack())
 
 
 def _attack(job: AuditJob, chosen: dict[int, str] | None, candidates: dict[int, tuple] | None) -> dict[str, Any]:

@@ -32,7 +32,7 @@ __all__ = ["AuditConfig", "ConfigError", "load_configs", "parse_config"]
 
 TABLES = ("mechanism", "canary", "attack", "audit", "sweep")
 CANARY_DEFAULTS: dict[str, Any] = {
-    "kind": None, "index": None, "background": None, "pair": "opposite", "direction": None, "seed": 0,
+    "kind": None, "index": None, "background": None, "pair": None, "direction": None, "seed": 0,
 }
 ATTACK_DEFAULTS: dict[str, Any] = {"score": AUTO}  # every registered score that applies (a portfolio)
 
@@ -51,6 +51,7 @@ class AuditConfig:
             k: v for k, v in resolved["mechanism"].items() if k != "name"})
         canary = dict(resolved["canary"])
         self.canary = CanarySpec(**canary)
+        resolved["canary"]["pair"] = self.canary.pair_for(self.mechanism)  # None: the mechanism's default
         self.score = resolved["attack"]["score"]
         self.audit = resolved["audit"]
         self.title = resolved.get("title") or f"{self.mechanism.name} audit"
@@ -162,7 +163,7 @@ def _resolve(raw: dict[str, Any], source: str) -> dict[str, Any]:
     if canary["kind"] is not None and canary["kind"] not in CANARY_KINDS:
         raise _fail(source, "canary", "kind", f"must be one of {', '.join(CANARY_KINDS)}, got kind={canary['kind']!r}"
                     f"{suggestion(canary['kind'], CANARY_KINDS)}")
-    if canary["pair"] not in PAIRS:
+    if canary["pair"] is not None and canary["pair"] not in PAIRS:
         raise _fail(source, "canary", "pair", f"must be one of {', '.join(PAIRS)}, got pair={canary['pair']!r}")
     attack = _with_defaults(raw, "attack", ATTACK_DEFAULTS, source)
     chosen = attack["score"]

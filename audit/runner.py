@@ -40,7 +40,7 @@ from dpaudit.audit.portfolio import Candidate, choose_score
 from dpaudit.audit.sequential import Looks, plan_looks
 from dpaudit.audit.result import AuditResult
 from dpaudit.audit.store import ChunkKey, Store, new_owner
-from dpaudit.mechanisms.errors import DPAuditError, ParameterError
+from dpaudit.mechanisms.errors import DPAuditError, NotExact, ParameterError
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -388,6 +388,12 @@ class _StoreSource:
         cal_b = self.store.get_chunks(self.plan.audit_id, self.index, "b", "cal")
         if _fitted(self.plan):
             return self.plan.scorers[self.index](cal_a), self.plan.scorers[self.index](cal_b)
+        reference = getattr(self.plan.scorers[self.index], "reference", None)
+        if reference is not None:  # a score with a known law: thresholds chosen on scores drawn from it
+            try:
+                return reference(self.plan.n_cert, self.plan.job.settings.seed)
+            except NotExact:
+                pass
         return cal_a, cal_b
 
     def chunks(self, side: str) -> Iterator[np.ndarray]:

@@ -305,6 +305,54 @@ class Mechanism(abc.ABC):
         """
         return None
 
+    @property
+    def default_pair(self) -> str:
+        """The canary pair of a default audit (``"opposite"``; zero-out where only that relation fits)."""
+        return "opposite"
+
+    def pair_relation(self, pair: str) -> Any:
+        """The relation a canary ``pair`` realises here (``None``: the usual rule of ``attacks.canaries``).
+
+        Raises
+        ------
+        ParameterError
+            When the mechanism supports no relation for ``pair`` (e.g. add/remove with shuffled batches).
+        """
+        return None
+
+    @property
+    def released_steps(self) -> int | None:
+        """Training steps one output holds as equal consecutive blocks (1: a last iterate; ``None``: not
+        declared, so per-step scores read every column as a step)."""
+        return None
+
+    @property
+    def releases_iterates(self) -> bool:
+        """True when the output lists every iterate (per-step scores then read their increments)."""
+        return False
+
+    def score_law(self, data_a: Dataset, data_b: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The law of the ``exact`` score under ``S`` and ``S'``: ``(values, mass_a, mass_b)`` (for the ceiling).
+
+        Raises
+        ------
+        NotExact
+            When the law is not known (the default).
+        """
+        raise NotExact(f"no law of the exact score for mechanism {self.name!r}")
+
+    def reference_scores(self, data_a: Dataset, data_b: Dataset, size: int, seed: int = 0
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """``size`` scores of the ``exact`` score per dataset drawn from the known laws (thresholds are
+        chosen on them, never on certification trials).
+
+        Raises
+        ------
+        NotExact
+            When the laws are not known (the default).
+        """
+        raise NotExact(f"no reference scores for mechanism {self.name!r}")
+
     def surrogate_output_laws(self) -> Any:
         """Laws of a reference instance that stands in for this one where no exact value is known.
 

@@ -1,19 +1,28 @@
-"""DP-SGD with subsampled batches, releasing the last iterate (docs/theory.md 1.5).
+"""DP-SGD with subsampled or shuffled batches, releasing the last iterate or every one (docs/theory.md 1.5, 6).
 
 Per step a batch ``B`` of expected size ``m = batch_size`` is drawn
-(uniformly without replacement, or Poisson with rate ``q = m / n``)::
+(uniformly without replacement, Poisson with rate ``q = m / n``, or the next
+``m`` records of a uniform permutation: ``shuffle`` draws a fresh one each
+epoch of ``n / m`` steps, ``shuffle-once`` one for all epochs)::
 
     g = (1/m) sum_{i in B} grad f(theta, x_i) + N(0, noise_std^2 I)
     theta <- Pi_K(theta - eta * g)          (no projection for domain='whole')
 
 With Poisson sampling the sum is divided by the expected batch size ``m``
 (the convention of Opacus and of Mironov, Talwar, Zhang 2019).
+``output = "iterates"`` releases every ``theta`` (white box), else the last.
+Shuffled batches support the zero-out relation only (the canary replaced by
+a zero-gradient record keeps the batch sizes); their default background
+gives every other record the gradient ``-L e_1``, the worst case of Chua et
+al. (docs/theory.md 6): the canary's batch is then marked under both
+hypotheses, so its position hides nothing.
 
 References
 ----------
 Abadi et al., "Deep Learning with Differential Privacy", CCS 2016.
 Mironov, Talwar, Zhang, "Renyi Differential Privacy of the Sampled Gaussian
 Mechanism", 2019.
+Chua et al., "How Private are DP-SGD Implementations?", ICML 2024.
 """
 
 from __future__ import annotations
@@ -29,8 +38,8 @@ from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
 from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
 from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import Sampling, check_enum
-from dpaudit.mechanisms.validation import check_int, check_real
+from dpaudit.mechanisms.kinds import SHUFFLED, Relation, Sampling, check_enum
+from dpaudit.mechanisms.validation import check_choice, check_int, check_real
 
 __all__ = ["DPSGD", "SAMPLINGS"]
 
@@ -41,20 +50,22 @@ _SELECTION_SAMPLING_MAX = 16  # records with non-zero gradient up to which batch
 @register
 @dataclasses.dataclass(frozen=True)
 class DPSGD(IterativeMechanism):
-    """Noisy mini-batch SGD with subsampling; only the last iterate is released."""
+    """Noisy mini-batch SGD with subsampled or shuffled batches; the last iterate or every one is released."""
 
     name = "dp-sgd"
-    summary = "DP-SGD with subsampled batches (without replacement or Poisson), last iterate"
+    summary = "DP-SGD with subsampled or shuffled batches, last iterate or every iterate"
 
     domain: str = param("whole", "convex set K: 'ball', 'box' or 'whole' (no projection)")
     batch_size: int = param(10, "batch size m (expected size for Poisson sampling)")
     steps: int = param(100, "number of steps T")
     eta: float = param(0.1, "step size")
     noise_std: float = param(1.0, "std of the Gaussian noise added to the mean gradient")
-    sampling: str = param("without-replacement", "'without-replacement' or 'poisson' (rate m/n)")
+    sampling: str = param("without-replacement", "'without-replacement', 'poisson' (rate m/n), 'shuffle' (a fresh "
+                                                  "permutation each epoch) or 'shuffle-once' (one for all epochs)")
     loss: str = param("linear", "'linear', 'logistic', 'quadratic' or 'huber'")
     lipschitz: float = param(1.0, "L: records are clipped so the loss is L-Lipschitz")
     smoothness: float | None = param(None, "beta of the quadratic loss (default 1)")
+    output: str = param("final", "'final' (hidden state: the last iterate) or 'iterates' (every step's)")
 
     def validate(self) -> None:
         super().validate()
@@ -66,6 +77,10 @@ class DPSGD(IterativeMechanism):
         check_real("eta", self.eta, positive=True)
         check_real("noise_std", self.noise_std, positive=True)
         object.__setattr__(self, "sampling", check_enum("sampling", self.sampling, Sampling))
+        check_choice("output", self.output, ("final", "iterates"))
+        if self.sampling in SHUFFLED and self.n % self.batch_size:
+            raise ParameterError(f"sampling={self.sampling!r} cuts each permutation into batches of batch_size: "
+                                 f"batch_size must divide n={self.n}, got batch_size={self.batch_size}")
         self.loss_function
 
     @property
@@ -80,6 +95,74 @@ class DPSGD(IterativeMechanism):
         # so a zero record contributes exactly what an absent one does
         return self.sampling == Sampling.POISSON
 
+    # -- shuffled batches and released iterates (docs/theory.md 6) -------------
+    @property
+    def batches_per_epoch(self) -> int:
+        """``n / m``: the steps of one epoch of shuffled batches."""
+        return self.n // self.batch_size
+
+    @property
+    def epochs(self) -> int:
+        """Epochs begun by ``steps`` shuffled batches (the last may be partial)."""
+        return -(-self.steps // self.batches_per_epoch)
+
+    @property
+    def default_pair(self) -> str:
+        """The canary pair of a default audit: zero-out for shuffled batches (the only relation they fit)."""
+        return "zero" if self.sampling in SHUFFLED else "opposite"
+
+    def pair_relation(self, pair: str) -> Relation | None:
+        """The relation a canary ``pair`` realises here (``None``: the usual rule), or an error if unsupported."""
+        if self.sampling not in SHUFFLED:
+            return None
+        if pair != "zero":
+            raise ParameterError(f"sampling={self.sampling!r} supports the zero-out relation only (a zero-gradient "
+                                 f"record keeps the batch sizes): use canary pair='zero', got pair={pair!r}")
+        return Relation.ZERO_OUT
+
+    def default_dataset(self) -> Dataset:
+        """Zero records; for shuffled batches of the linear loss, records of gradient ``-L e_1`` (worst case)."""
+        if self.sampling in SHUFFLED and self.loss == "linear":
+            records = np.zeros((self.n, self.record_dim))
+            records[:, 0] = -float(self.lipschitz)
+            return Dataset(records)
+        return super().default_dataset()
+
+    def output_direction(self, direction: np.ndarray) -> np.ndarray:
+        """A model-space direction in output space: every released iterate moves along it."""
+        return np.tile(direction, self.steps) if self.output == "iterates" else direction
+
+    @property
+    def released_steps(self) -> int:
+        return self.steps if self.output == "iterates" else 1
+
+    @property
+    def releases_iterates(self) -> bool:
+        return self.output == "iterates"
+
+    def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
+        """Exact ``log p_S'(out) / p_S(out)`` for score 'exact': of every iterate released
+        (``accounting.white_box``), or of the last iterate where its laws are known (``accounting.instances``)."""
+        if self.output == "iterates":
+            from dpaudit.mechanisms.accounting.white_box import steps_log_likelihood_ratio
+
+            return steps_log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
+        from dpaudit.mechanisms.accounting.instances import log_likelihood_ratio
+
+        return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
+
+    def reference_scores(self, dataset_a: Dataset, dataset_b: Dataset, size: int, seed: int = 0):
+        """Scores of :meth:`log_likelihood_ratio` simulated from the known laws (to choose thresholds on)."""
+        from dpaudit.mechanisms.accounting.white_box import steps_reference_scores
+
+        return steps_reference_scores(self, dataset_a, dataset_b, size, seed)
+
+    def score_law(self, dataset_a: Dataset, dataset_b: Dataset):
+        """The law of :meth:`log_likelihood_ratio` under ``S`` and ``S'`` (for the ceiling), or :class:`NotExact`."""
+        from dpaudit.mechanisms.accounting.white_box import steps_score_law
+
+        return steps_score_law(self, dataset_a, dataset_b)
+
     def _claims(self, index: int | None) -> list:
         from dpaudit.mechanisms.accounting.builders.sgd import dpsgd_claims
 
@@ -92,7 +175,7 @@ class DPSGD(IterativeMechanism):
 
     @property
     def output_dim(self) -> int:
-        return self.dim
+        return self.dim * (self.steps if self.output == "iterates" else 1)
 
     @property
     def record_dim(self) -> int:
@@ -136,8 +219,70 @@ class DPSGD(IterativeMechanism):
             chosen += joins
         return members
 
+    def shuffled_batches(self, trials: int, rng: np.random.Generator) -> torch.Tensor:
+        """The batch (``0 .. n/m - 1``) of every record in each trial's epoch, shape ``(trials, n)``.
+
+        A uniform permutation per trial (the ranks of i.i.d. uniform keys);
+        positions ``k m .. (k + 1) m - 1`` form batch ``k``.
+        """
+        order = torch.argsort(noise.uniform((trials, self.n), rng), dim=1)
+        positions = torch.arange(self.n).div(self.batch_size, rounding_mode="floor").expand(trials, -1)
+        return torch.empty((trials, self.n), dtype=torch.long).scatter_(1, order, positions)
+
+    def _sample_steps(self, data: Dataset, trials: int, rng: np.random.Generator,
+                      dtype: torch.dtype) -> torch.Tensor:
+        """Every sampling, every output: the last iterate ``(trials, d)`` or all of them ``(trials, T d)``."""
+        loss = self.loss_function
+        domain = self.domain_set
+        records = loss.prepare(torch.as_tensor(data.records, dtype=dtype))
+        injected = {k: _clip_rows(v, loss.lipschitz) for k, v in injected_rows(data, self.dim, dtype).items()}
+        constant = loss.name == "linear"
+        table = None
+        if constant:
+            table = loss.gradient(torch.zeros(self.dim, dtype=dtype), records).clone()
+            for position, vector in injected.items():
+                table[position] = vector
+        theta = self.start(trials, dtype)
+        released = torch.empty((trials, self.output_dim), dtype=dtype)
+        source = noise.StepNoise("gaussian", (trials, self.dim), rng, dtype)
+        shuffled, per_epoch = self.sampling in SHUFFLED, self.batches_per_epoch
+        # Constant gradients, subsampled batches: only the records with a non-zero gradient are drawn
+        active = torch.nonzero(torch.linalg.vector_norm(table, dim=1) > 0).flatten() if constant else None
+        sparse = constant and not shuffled and active.numel() < self.n and (
+            self.sampling == "poisson" or active.numel() <= _SELECTION_SAMPLING_MAX)
+        batch_of = sums = None
+        for step in range(self.steps):
+            slot = step % per_epoch
+            if shuffled and (batch_of is None or (slot == 0 and self.sampling == Sampling.SHUFFLE)):
+                batch_of = self.shuffled_batches(trials, rng)
+                if constant:  # the sum of every batch of the epoch at once
+                    sums = torch.zeros((trials, per_epoch, self.dim), dtype=dtype).scatter_add_(
+                        1, batch_of.unsqueeze(-1).expand(-1, -1, self.dim), table.expand(trials, -1, -1))
+            if constant and shuffled:
+                gradient = sums[:, slot].clone()
+            elif sparse:
+                gradient = self.membership(trials, active.numel(), rng, dtype) @ table[active]
+            else:
+                mask = (batch_of == slot).to(dtype) if shuffled else self.batch_mask(trials, rng, dtype)
+                if constant:
+                    gradient = mask @ table
+                else:
+                    per_record = loss.gradient(theta.unsqueeze(1), records.unsqueeze(0))
+                    for position, vector in injected.items():
+                        per_record[:, position] = vector
+                    gradient = torch.einsum("tn,tnd->td", mask, per_record)
+            gradient = gradient.div_(self.batch_size).add_(source.next(), alpha=self.noise_std)
+            theta = domain.project_(theta.sub_(self.direction(gradient), alpha=self.eta))
+            if self.output == "iterates":
+                released[:, step * self.dim:(step + 1) * self.dim] = theta
+        if self.output != "iterates":
+            released[:] = theta
+        return released
+
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
                 dtype: torch.dtype) -> torch.Tensor:
+        if self.output == "iterates" or self.sampling in SHUFFLED:
+            return self._sample_steps(data, trials, rng, dtype)
         loss = self.loss_function
         domain = self.domain_set
         records = loss.prepare(torch.as_tensor(data.records, dtype=dtype))
@@ -179,14 +324,11 @@ class DPSGD(IterativeMechanism):
         from dpaudit.mechanisms.errors import NotExact
         from dpaudit.mechanisms.lssgd import DPLSSGD
 
+        if self.output == "iterates":
+            raise NotExact("every iterate is released: the last-iterate laws do not describe the release "
+                           "(the white-box score law gives its ceiling)")
         if type(self)._sample is not DPSGD._sample or type(self).direction not in (DPSGD.direction,
                                                                                     DPLSSGD.direction):
             raise NotExact(f"{type(self).__name__} samples or smooths in its own way; the exact laws describe "
                            "dp-sgd and dp-lssgd")
         return dpsgd_laws(self, data_a, data_b)
-
-    def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
-        """Exact ``log p_B(x) - log p_A(x)`` where the exact laws are known (score ``exact``)."""
-        from dpaudit.mechanisms.accounting.instances import log_likelihood_ratio
-
-        return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from dpaudit.mechanisms.errors import ParameterError
 
-__all__ = ["NoiseKind", "Relation", "Sampling", "check_enum"]
+__all__ = ["NoiseKind", "Relation", "SHUFFLED", "Sampling", "check_enum"]
 
 E = TypeVar("E", bound=enum.StrEnum)
 
@@ -36,13 +36,28 @@ class Relation(_Vocabulary):
 
     REPLACE_ONE = "replace-one"
     ADD_REMOVE = "add-remove"
+    #: replace the canary by a record whose gradient is zero, keeping the number of records and the
+    #: batch sizes (the relation of fixed-size shuffled batches, docs/theory.md 6)
+    ZERO_OUT = "zero-out"
 
 
 class Sampling(_Vocabulary):
-    """How DP-SGD draws its batches."""
+    """How DP-SGD draws its batches.
+
+    ``shuffle``: a fresh uniform permutation of the records each epoch, cut
+    into consecutive batches of ``batch_size`` (PyTorch's DataLoader with
+    ``shuffle=True``); ``shuffle-once``: one permutation drawn before the
+    first epoch and reused in every epoch.
+    """
 
     WITHOUT_REPLACEMENT = "without-replacement"
     POISSON = "poisson"
+    SHUFFLE = "shuffle"
+    SHUFFLE_ONCE = "shuffle-once"
+
+
+#: Samplings that cut a permutation into fixed-size batches (each record at most once per epoch).
+SHUFFLED = frozenset({Sampling.SHUFFLE, Sampling.SHUFFLE_ONCE})
 
 
 def check_enum(name: str, value: Any, kind: type[E]) -> E:

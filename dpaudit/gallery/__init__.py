@@ -1,8 +1,8 @@
 """Build the gallery: audits next to theory, reproducing the seed papers' findings.
 
 ``dpaudit gallery --out DIR`` runs the configs shipped in this package (one
-folder per section: ``per_index``, ``stopped``, ``lssgd``, ``baselines``, ``hidden_state``),
-renders each audit's report, adds theory figures (Asoodeh et al. Fig. 2
+folder per section: ``per_index``, ``stopped``, ``lssgd``, ``baselines``, ``hidden_state``,
+``ladder``), renders each audit's report, adds theory figures (Asoodeh et al. Fig. 2
 comparison; DP-LSSGD's claim against the accountant at the paper's MNIST
 settings), the section "real libraries" (:mod:`dpaudit.gallery.libraries`: DP libraries through their
 adapters, those installed) and writes ``index.html``. ``--trials`` makes a reduced gallery
@@ -56,6 +56,12 @@ SECTIONS = (
             "and of PNSGD on the whole space by canary position, each beside its exact value and statistical "
             "ceiling; then a map of claims, exact values and ceilings as the steps, the sampling rate and "
             "the canary index vary (docs/theory.md 5.1)."),
+    Section("ladder", "(f) The ladder: one DP-SGD instance, from the white box to the hidden state",
+            "n = 1000 records, batches of 10, 100 steps (one epoch), noise 1 relative to the clipping norm on "
+            "the batch sum, delta = 1e-5: every iterate released with shuffled batches (what most training "
+            "loops do, usually reported with the Poisson accountant's 0.718), every iterate with Poisson "
+            "batches (where that accountant is exact), the last iterate only, and the hidden state of "
+            "projected noisy SGD with the same noise per step (docs/theory.md 6)."),
 )
 
 
@@ -138,7 +144,11 @@ def build(out: Path, *, trials: int | None, workers: int | None, store: str, pro
         library_rows.append((result.title, verdict_sentence(as_document(result)), result.audit_id))
     from dpaudit.gallery.maps import hidden_state_svg
 
-    figures = {"stopped": stopped_comparison_svg(), "lssgd": lssgd_svg(), "hidden_state": hidden_state_svg()}
+    from dpaudit.gallery.ladder import ladder_table
+
+    ladder = [result for number, result in zip(owners, results) if SECTIONS[number].folder == "ladder"]
+    figures = {"stopped": stopped_comparison_svg(), "lssgd": lssgd_svg(), "hidden_state": hidden_state_svg(),
+               "ladder": ladder_table(ladder)}
     from jinja2 import Environment, select_autoescape
 
     env = Environment(autoescape=select_autoescape(default=True))

@@ -22,7 +22,7 @@ from dpaudit.audit.job import AuditJob
 
 __all__ = ["HEADING", "TEXT", "LibraryAudit", "library_audits", "library_jobs"]
 
-HEADING = "(e) Real libraries, audited at their own claims"
+HEADING = "(g) Real libraries, audited at their own claims"
 TEXT = ("Mechanisms of public DP libraries through dpaudit's adapters, each judged against the claim read from "
         "the library object (epsilon, delta and sensitivity; OpenDP's privacy map; Opacus's accountant). The "
         "attack that certified is named in each title.")

@@ -16,6 +16,7 @@ import torch
 from dpaudit.mechanisms.base import Mechanism, param, register
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.kinds import SHUFFLED, Relation
 from dpaudit.mechanisms.models.data import load_records
 from dpaudit.mechanisms.iterative import clip_to_norm
 from dpaudit.mechanisms.models.networks import MODELS, Stacked, build_model, per_example_gradients
@@ -29,7 +30,7 @@ ALGORITHMS = ("dp-sgd", "dp-lssgd", "pnsgd")
 #: (``data.load_records`` scales rows so): |residual| <= 1 (logistic) or sqrt 2 (softmax), times |(x, 1)| <= sqrt 2;
 #: the cross-entropy's curvature in the logits is at most 1/4 (logistic) or 1/2 (softmax), times |(x, 1)|^2 <= 2.
 CONVEX_CONSTANTS = {"logistic": (math.sqrt(2.0), 0.5), "softmax": (2.0, 1.0)}
-SAMPLINGS = ("poisson", "without-replacement")
+SAMPLINGS = ("poisson", "without-replacement", "shuffle", "shuffle-once")
 
 
 @register
@@ -51,7 +52,8 @@ class ModelTraining(Mechanism):
                                       "(records in order, one per step, projected)")
     steps: int = param(100, "training steps T")
     batch_size: int = param(64, "batch size m (expected size for Poisson sampling)")
-    sampling: str = param("poisson", "'poisson' (rate m/n, add/remove) or 'without-replacement' (replace-one)")
+    sampling: str = param("poisson", "'poisson' (rate m/n, add/remove), 'without-replacement' (replace-one), "
+                                     "'shuffle' or 'shuffle-once' (a permutation cut into batches of m; zero-out)")
     clip: float = param(1.0, "per-example gradient clipping norm C")
     noise_multiplier: float = param(1.0, "sigma: the noise on a step's sum has std sigma * C")
     eta: float = param(0.5, "step size")
@@ -93,6 +95,10 @@ class ModelTraining(Mechanism):
             raise ParameterError("device='cuda' needs a GPU that torch can use; none is available here")
         if self.algorithm != "pnsgd":  # pnsgd takes one record per step
             check_int("batch_size", self.batch_size, minimum=1, maximum=self.n_records)
+            if self.sampling in SHUFFLED and self.n_records % self.batch_size:
+                raise ParameterError(f"sampling={self.sampling!r} cuts each permutation into batches of batch_size: "
+                                     f"batch_size must divide the {self.n_records} records, got "
+                                     f"batch_size={self.batch_size}")
         self._template  # builds the model: a model that does not fit the data is refused here
 
     def inapplicable(self) -> dict[str, str]:
@@ -179,6 +185,14 @@ class ModelTraining(Mechanism):
         """A parameter-space direction in output space: every released iterate moves along it."""
         return np.tile(direction, self.training_steps) if self.output == "iterates" else direction
 
+    @property
+    def released_steps(self) -> int:
+        return self.training_steps if self.output == "iterates" else 1
+
+    @property
+    def releases_iterates(self) -> bool:
+        return self.output == "iterates"
+
     def clipped_record_gradients(self, data: Dataset) -> np.ndarray:
         """Each record's per-example gradient at the initial parameters, clipped to norm ``clip``."""
         stacked = Stacked(self._template)
@@ -199,6 +213,20 @@ class ModelTraining(Mechanism):
     def initial_parameters(self) -> np.ndarray:
         """The public start point of every trial, flattened in output order, shape ``(output_dim,)``."""
         return Stacked(self._template).flat[0].double().numpy().copy()  # (parameter_count,)
+
+    @property
+    def default_pair(self) -> str:
+        """Zero-out for shuffled batches (the only relation they fit), else the opposite canary."""
+        return "zero" if self.sampling in SHUFFLED and self.algorithm != "pnsgd" else "opposite"
+
+    def pair_relation(self, pair: str) -> Relation | None:
+        """Shuffled batches: zero-out for ``pair='zero'``, an error for any other pair; else the usual rule."""
+        if self.sampling not in SHUFFLED or self.algorithm == "pnsgd":
+            return None
+        if pair != "zero":
+            raise ParameterError(f"sampling={self.sampling!r} supports the zero-out relation only (a zero-gradient "
+                                 f"record keeps the batch sizes): use canary pair='zero', got pair={pair!r}")
+        return Relation.ZERO_OUT
 
     @property
     def zero_record_is_absent(self) -> bool:

@@ -1,7 +1,8 @@
 """DP-SGD and DP-LSSGD on a model stacked over trials: one batched computation per step.
 
-Every trial draws its own batch (Poisson sampling with rate ``m / n``, or
-``m`` records without replacement), takes the gradient of every example's
+Every trial draws its own batch (Poisson sampling with rate ``m / n``,
+``m`` records without replacement, or the next ``m`` records of a uniform
+permutation drawn each epoch, or once, for shuffled batches), takes the gradient of every example's
 loss (``networks.per_example_gradients``, or in closed form for linear
 models, where only the clipped sum is formed), clips each to norm ``C``,
 replaces the canary's gradient where the canary is in the batch, sums, adds
@@ -26,6 +27,7 @@ import torch
 
 from torch import nn
 
+from dpaudit.mechanisms.kinds import SHUFFLED
 from dpaudit.mechanisms.lssgd import laplacian_smooth
 from dpaudit.mechanisms.models.networks import Stacked, per_example_gradients
 
@@ -91,9 +93,15 @@ def _finish(total: torch.Tensor, theta: torch.Tensor, schedule: Schedule, rng: n
 
 
 def _gathered_step(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
-                   injected: Injected, schedule: Schedule, rng: np.random.Generator) -> torch.Tensor:
-    """Any model: gather each trial's batch, per-example gradients by ``torch.func``."""
-    indices, member = _batch(theta.shape[0], features.shape[0], schedule, rng, theta.device)
+                   injected: Injected, schedule: Schedule, rng: np.random.Generator,
+                   batch: torch.Tensor | None = None) -> torch.Tensor:
+    """Any model: gather each trial's batch, per-example gradients by ``torch.func``.
+
+    ``batch``: the record indices ``(trials, m)`` of shuffled batches (else drawn here)."""
+    if batch is None:
+        indices, member = _batch(theta.shape[0], features.shape[0], schedule, rng, theta.device)
+    else:
+        indices, member = batch.to(theta.device), torch.ones(batch.shape, dtype=torch.bool, device=theta.device)
     gradients = per_example_gradients(stacked, theta, features[indices], labels[indices], closed_form=False)
     gradients = gradients * _clip_factors(torch.linalg.vector_norm(gradients, dim=-1, keepdim=True), schedule.clip)
     if injected:
@@ -180,8 +188,13 @@ def linear_clipped_sum(stacked: Stacked, theta: torch.Tensor, features: torch.Te
 
 
 def _dense_linear_step(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
-                       injected: Injected, schedule: Schedule, rng: np.random.Generator) -> torch.Tensor:
-    rows, cols = members(theta.shape[0], features.shape[0], schedule, rng)
+                       injected: Injected, schedule: Schedule, rng: np.random.Generator,
+                       batch: torch.Tensor | None = None) -> torch.Tensor:
+    if batch is None:
+        rows, cols = members(theta.shape[0], features.shape[0], schedule, rng)
+    else:  # shuffled: the record indices (trials, m) of this step's batch
+        rows = torch.arange(batch.shape[0]).repeat_interleave(batch.shape[1])
+        cols = batch.reshape(-1)
     total = linear_clipped_sum(stacked, theta, features, labels, (rows.to(theta.device), cols.to(theta.device)),
                                schedule.clip, injected)
     return _finish(total, theta, schedule, rng)
@@ -209,8 +222,15 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
     for start in range(0, trials, block):  # blocks of trials, each trained in one batched computation
         theta = stacked.flat[:1].expand(min(block, trials - start), -1).clone().detach()
         rows = slice(start, start + theta.shape[0])
+        order = None
         for number in range(schedule.steps):
-            theta = step(stacked, theta, features, labels, injected, schedule, rng)
+            batch = None
+            if schedule.sampling in SHUFFLED:  # a uniform permutation, cut into batches of m
+                slot = number % (n // schedule.batch_size)
+                if order is None or (slot == 0 and schedule.sampling == "shuffle"):
+                    order = torch.argsort(torch.from_numpy(rng.random((theta.shape[0], n))), dim=1)
+                batch = order[:, slot * schedule.batch_size:(slot + 1) * schedule.batch_size]
+            theta = step(stacked, theta, features, labels, injected, schedule, rng, batch)
             if iterates:
                 output[rows, number * size:(number + 1) * size] = theta
         output[rows, -size:] = theta

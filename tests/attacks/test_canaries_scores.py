@@ -69,8 +69,12 @@ def test_fitted_scores_need_calibration_and_exact_needs_a_hook():
     with pytest.raises(ParameterError, match="needs calibration trials"):
         fit_score("gaussian", pair)
     with pytest.raises(ParameterError, match="'shuffled-rr' has none"):
-        fit_score("exact", CanarySpec().build(mechanisms.make("shuffled-rr", n=3), None))
+        fit_score("exact", CanarySpec(kind="input").build(mechanisms.make("shuffled-rr", n=3), None))
     from dpaudit.mechanisms.accounting.instances import NotExact
+
+    last = CanarySpec().build(mechanisms.make("dp-sgd", n=3, batch_size=1, loss="logistic"), 3)
+    with pytest.raises(NotExact, match="needs constant gradients"):
+        fit_score("exact", last)(np.zeros((4, 1)))
 
     flat = CanarySpec().build(mechanisms.make("pnsgd", n=3, dim=2), 3)
     with pytest.raises(NotExact, match="one-dimensional, got dim=2"):

@@ -31,7 +31,7 @@ from dpaudit.mechanisms.base import register
     ("projected-kernel", {"step": "contraction"}, "needs contraction in [0, 1), got contraction=1.0"),
     ("projected-kernel", {"contraction": 1.5}, "contraction must be <= 1.0, got contraction=1.5"),
     ("dp-sgd", {"n": 5, "batch_size": 6}, "batch_size must be <= n=5, got batch_size=6"),
-    ("dp-sgd", {"sampling": "shuffle"}, "sampling must be one of"),
+    ("dp-sgd", {"sampling": "shuffled"}, "sampling must be one of"),
     ("dp-lssgd", {"smoothing": -0.5}, "smoothing must be >= 0, got smoothing=-0.5"),
     ("shuffled-rr", {"epsilon0": 0.0}, "epsilon0 must be > 0, got epsilon0=0.0"),
     ("gaussian", {"sigma": True}, "sigma must be a real number, got sigma=True"),

@@ -24,7 +24,9 @@ from dpaudit.mechanisms.accounting.rdp import (
     subsampled_gaussian_rdp,
     without_replacement_gaussian_rdp,
 )
+from dpaudit.mechanisms.accounting.shuffled_batches import shuffled_claims
 from dpaudit.mechanisms.accounting.tight import pld_claim, wor_rdp_claim
+from dpaudit.mechanisms.kinds import SHUFFLED
 
 __all__ = ["SURROGATE", "model_claims", "pnsgd_model_claims", "surrogate_laws"]
 
@@ -35,7 +37,11 @@ PABI = "Feldman, Mironov, Talwar, Thakurta 2018 (privacy amplification by iterat
 def model_claims(mech) -> list[Claim]:
     """Claims of a ``model`` mechanism; the same for every canary position."""
     q, sigma, steps = mech.batch_size / mech.n_records, mech.noise_multiplier, mech.steps
-    if mech.sampling == "poisson":
+    if mech.sampling in SHUFFLED:  # zero-out: the sum moves by C, its noise has std sigma C
+        relation = "zero-out"
+        claims = shuffled_claims(sigma=sigma, batches=mech.n_records // mech.batch_size, steps=steps,
+                                 reshuffle=mech.sampling == "shuffle", relation=relation)
+    elif mech.sampling == "poisson":
         relation = "add-remove"
         claims = [pld_claim("sgm-pld", sampling_rate=q, noise_multiplier=sigma, steps=steps),
                   rdp_claim("sgm-rdp", MTZ, relation, DEFAULT_ORDERS,

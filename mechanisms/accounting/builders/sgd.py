@@ -23,7 +23,9 @@ from dpaudit.mechanisms.accounting.rdp import (
     subsampled_gaussian_rdp,
     without_replacement_gaussian_rdp,
 )
+from dpaudit.mechanisms.accounting.shuffled_batches import CHUA, GAUSSIAN_EPOCHS, shuffled_claims
 from dpaudit.mechanisms.accounting.subsampling import amplify_by_subsampling
+from dpaudit.mechanisms.kinds import SHUFFLED
 from dpaudit.mechanisms.accounting.tight import PLD_CITATION, WOR_CITATION, pld_claim, wor_rdp_claim
 
 MTZ = "Mironov, Talwar, Zhang 2019 (Poisson-subsampled Gaussian RDP), converted by CKS Prop. 12"
@@ -71,6 +73,8 @@ def _sgd_claims(mech) -> tuple[Claim, ...]:
 
 def _build_sgd_claims(mech) -> list[Claim]:
     loss = mech.loss_function
+    if mech.sampling in SHUFFLED:
+        return _shuffled_sgd_claims(mech)
     relation = _relation(mech)
     name, cite = ("sgm-rdp", MTZ) if mech.sampling == "poisson" else ("wor-rdp", WBK)
     if not math.isfinite(loss.lipschitz):
@@ -84,6 +88,7 @@ def _build_sgd_claims(mech) -> list[Claim]:
     mu_step = factor * loss.lipschitz / (mech.batch_size * mech.noise_std)
     q, T = mech.sample_rate, mech.steps
 
+    @functools.lru_cache(maxsize=4096)  # the claims are built once per mechanism: audits reuse the profile
     def composed_epsilon(delta: float) -> float:
         step_eps = float(gaussian_epsilon(delta / (T * q), mu_step))  # per-step delta * q * T = delta
         return T * float(amplify_by_subsampling(step_eps, 0.0, q)[0])
@@ -92,7 +97,9 @@ def _build_sgd_claims(mech) -> list[Claim]:
                         delta_fn=lambda e: delta_for_epsilon(composed_epsilon, e)))
     diameter = mech.domain_set.diameter(mech.dim)
     smooth = loss.smoothness == 0 or mech.eta <= 2 / loss.smoothness
-    if not math.isfinite(diameter):
+    if mech.output == "iterates":
+        claims.append(not_applicable("bounded-domain-rdp", BOUNDED, relation, ITERATES_RELEASED))
+    elif not math.isfinite(diameter):
         claims.append(not_applicable("bounded-domain-rdp", BOUNDED, relation, "K is unbounded (domain='whole')"))
     elif not smooth:
         claims.append(not_applicable("bounded-domain-rdp", BOUNDED, relation,
@@ -112,8 +119,31 @@ def _build_sgd_claims(mech) -> list[Claim]:
     return claims
 
 
+ITERATES_RELEASED = ("every iterate is released: this bound is for the last iterate alone (hidden intermediate "
+                     "iterates, amplification by iteration)")
+
+
+def _shuffled_sgd_claims(mech) -> list[Claim]:
+    """Shuffled batches (zero-out): the Gaussian bound over epochs, Chua et al.'s lower bound, the Poisson value."""
+    relation = "zero-out"
+    L = mech.loss_function.lipschitz
+    if not math.isfinite(L):
+        reason = f"the {mech.loss_function.name} loss is not Lipschitz on K (domain={mech.domain!r})"
+        return [not_applicable(name, cite, relation, reason) for name, cite in (
+            ("gaussian-epochs", GAUSSIAN_EPOCHS), ("shuffle-lower-bound", CHUA))]
+    # zero-out moves the batch sum by at most L; its noise has std noise_std * m
+    claims = shuffled_claims(sigma=mech.noise_std * mech.batch_size / L, batches=mech.batches_per_epoch,
+                             steps=mech.steps, reshuffle=mech.sampling == "shuffle", relation=relation)
+    reason = ("analysed for Poisson or without-replacement batches; this mechanism shuffles"
+              if mech.output != "iterates" else ITERATES_RELEASED)
+    return claims + [not_applicable("bounded-domain-rdp", BOUNDED, relation, reason)]
+
+
 def lssgd_claims(mech, index):
     claims = list(_sgd_claims(mech))
+    if mech.sampling in SHUFFLED:
+        return claims + [not_applicable("lssgd-paper-thm1", LSSGD, "zero-out",
+                                        "Thm 1 analyses sampled batches; this mechanism shuffles")]
     accountant = claims[0].name
     L = mech.loss_function.lipschitz
     if not math.isfinite(L):

@@ -1,0 +1,242 @@
+"""Every iterate of DP-SGD released: the exact likelihood ratio of the steps and its law (docs/theory.md 6).
+
+With the linear loss on the whole space (no projection) and a public start,
+the released iterates give back every step's noisy batch sum ``y_t = m (theta_{t-1}
+- theta_t) / eta`` (after undoing the Laplacian smoothing of DP-LSSGD), with
+``y_t = (sum of the batch's gradients) + N(0, s^2 I)``, ``s = noise_std * m``.
+When every record but the canary has the same gradient ``c``, the laws are
+known:
+
+* Poisson (then ``c = 0``) and sampling without replacement: ``z_t = y_t - m c``
+  is ``d B_t + N(0, s^2 I)`` with ``B_t`` i.i.d. Bernoulli(``q``) and
+  ``d = g - c`` (``g`` the canary's gradient), so
+  ``log p(z) = sum_t log(1 - q + q exp(a_t))`` with
+  ``a_t = (<z_t, d> - |d|^2 / 2) / s^2`` (up to a term common to both datasets).
+* Shuffled batches: the canary is in one uniform batch ``tau`` of each epoch
+  (``shuffle``: independent epochs; ``shuffle-once``: the same ``tau``), so
+  ``log p = sum_epochs log mean_tau exp(a_tau)`` (a partial last epoch counts
+  the batches it did not reach as ``a = 0``), or
+  ``log mean_tau exp(sum_epochs a_(e, tau))`` for ``shuffle-once``.
+
+The score is ``log p_S'(out) - log p_S(out)`` (larger under ``S'``). For
+subsampled batches with parallel ``d`` it is a sum of i.i.d. one-dimensional
+terms, whose law (discretised, convolved by FFT) gives the audit's ceiling.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+from scipy.special import logsumexp
+
+from dpaudit.mechanisms.dataset import Dataset
+from dpaudit.mechanisms.errors import NotExact
+from dpaudit.mechanisms.kinds import SHUFFLED
+
+__all__ = ["step_sums", "steps_log_likelihood_ratio", "steps_reference_scores", "steps_score_law"]
+
+LAW_BINS = 20_000  #: thresholds of the ceiling's score law (a coarser score: the ceiling can only be lower)
+
+
+def _gradient_table(mech, data: Dataset) -> np.ndarray:
+    """Every record's (constant, clipped) gradient under the linear loss, canaries injected, ``(n, d)``."""
+    import torch
+
+    from dpaudit.mechanisms.iterative import injected_rows
+    from dpaudit.mechanisms.losses import _clip_rows
+
+    loss = mech.loss_function
+    records = loss.prepare(torch.as_tensor(data.records, dtype=torch.float64))
+    table = loss.gradient(torch.zeros(mech.dim, dtype=torch.float64), records).clone()
+    for position, vector in injected_rows(data, mech.dim, torch.float64).items():
+        table[position] = _clip_rows(vector, loss.lipschitz)
+    return table.numpy()
+
+
+def _structure(mech, data_a: Dataset, data_b: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(c, d_a, d_b)``: the common gradient of the other records and the canary's offsets from it."""
+    if getattr(mech, "output", "final") != "iterates":
+        raise NotExact("the exact likelihood ratio of the steps needs output='iterates' (the last iterate "
+                       "alone has no known law)")
+    if mech.loss != "linear" or mech.domain != "whole":
+        raise NotExact(f"the steps' laws are known for the linear loss on the whole space, got loss={mech.loss!r}, "
+                       f"domain={mech.domain!r}")
+    table_a, table_b = _gradient_table(mech, data_a), _gradient_table(mech, data_b)
+    differ = np.flatnonzero(np.any(table_a != table_b, axis=1))
+    if differ.size != 1:
+        raise NotExact(f"the datasets must differ in one record's gradient, got {differ.size}")
+    others = np.delete(table_a, differ[0], axis=0)
+    c = others[0] if others.size else np.zeros(mech.dim)
+    if not np.allclose(others, c, rtol=0, atol=1e-12):
+        raise NotExact("the steps' laws are known when every other record has the same gradient")
+    if mech.sampling == "poisson" and np.any(c != 0):
+        raise NotExact("with Poisson batches the steps' laws are known for a zero background only")
+    return c, table_a[differ[0]] - c, table_b[differ[0]] - c
+
+
+def step_sums(mech, outputs: np.ndarray) -> np.ndarray:
+    """The noisy batch sums ``y_t`` behind released iterates ``(trials, T d)``, shape ``(trials, T, d)``."""
+    theta = np.asarray(outputs, dtype=float).reshape(len(outputs), mech.steps, mech.dim)
+    import torch
+
+    start = mech.start(1, torch.float64)[0].numpy()
+    previous = np.concatenate([np.broadcast_to(start, (len(outputs), 1, mech.dim)), theta[:, :-1]], axis=1)
+    update = (previous - theta) / mech.eta
+    smoothing = float(getattr(mech, "smoothing", 0.0) or 0.0)
+    if smoothing > 0 and mech.dim > 1:  # undo A_s^{-1}: multiply the spectrum by the denominator
+        from dpaudit.mechanisms.lssgd import smoothing_denominator
+
+        denominator = smoothing_denominator(mech.dim, smoothing).numpy()
+        update = np.fft.irfft(np.fft.rfft(update, axis=-1) * denominator, n=mech.dim, axis=-1)
+    return update * mech.batch_size
+
+
+def _log_density(mech, a: np.ndarray) -> np.ndarray:
+    """``log p`` (up to a common term) from the per-step exponents ``a`` ``(trials, T)``."""
+    if mech.sampling not in SHUFFLED:
+        q = mech.sample_rate
+        return np.logaddexp(math.log1p(-q), math.log(q) + a).sum(axis=1) if q < 1 else a.sum(axis=1)
+    per_epoch, steps = mech.batches_per_epoch, mech.steps
+    epochs = -(-steps // per_epoch)
+    padded = np.zeros((len(a), epochs * per_epoch))  # batches a partial epoch did not reach: a = 0
+    padded[:, :steps] = a
+    padded = padded.reshape(len(a), epochs, per_epoch)
+    if mech.sampling == "shuffle-once":
+        return logsumexp(padded.sum(axis=1), axis=1) - math.log(per_epoch)
+    return (logsumexp(padded, axis=2) - math.log(per_epoch)).sum(axis=1)
+
+
+def _ratio(mech, z: np.ndarray, d_a: np.ndarray, d_b: np.ndarray) -> np.ndarray:
+    s2 = (mech.noise_std * mech.batch_size) ** 2
+
+    def exponents(d):
+        return (z @ d - 0.5 * float(d @ d)) / s2
+    return _log_density(mech, exponents(d_b)) - _log_density(mech, exponents(d_a))
+
+
+def steps_log_likelihood_ratio(mech, outputs: np.ndarray, data_a: Dataset, data_b: Dataset) -> np.ndarray:
+    """``log p_S'(out) - log p_S(out)`` of released iterates, one value per trial."""
+    c, d_a, d_b = _structure(mech, data_a, data_b)
+    return _ratio(mech, step_sums(mech, outputs) - mech.batch_size * c, d_a, d_b)
+
+
+def _canary_steps(mech, size: int, rng: np.random.Generator) -> np.ndarray:
+    """0/1 ``(size, T)``: the steps whose batch holds the canary, drawn as the sampling draws them."""
+    steps = mech.steps
+    if mech.sampling not in SHUFFLED:
+        return (rng.random((size, steps)) < mech.sample_rate).astype(float)
+    per_epoch = mech.batches_per_epoch
+    epochs = -(-steps // per_epoch)
+    if mech.sampling == "shuffle-once":
+        tau = np.repeat(rng.integers(0, per_epoch, (size, 1)), epochs, axis=1)
+    else:
+        tau = rng.integers(0, per_epoch, (size, epochs))
+    hit = np.zeros((size, epochs * per_epoch))
+    hit[np.arange(size)[:, None], tau + per_epoch * np.arange(epochs)] = 1.0
+    return hit[:, :steps]
+
+
+def steps_reference_scores(mech, data_a: Dataset, data_b: Dataset, size: int, seed: int = 0,
+                           draws: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``size`` scores of :func:`steps_log_likelihood_ratio` per dataset, from the known laws.
+
+    ``draws`` scores per dataset (default ``10 size``, within ``[1e5, 1e6]``)
+    are simulated from the laws themselves (the canary's batches and the
+    noise in the plane of the canary's two gradients, where the score
+    lives), never from the mechanism's trials, and summarised by their
+    quantiles at levels ``(i + 1/2) / size``: ``size`` values whose count
+    beyond any threshold is close to ``size`` times its probability. A
+    threshold chosen on them for ``size`` certification trials is the one the
+    ceiling (docs/theory.md 3.4) would pick, and is independent of every
+    trial that certifies a bound.
+    """
+    draws = draws or min(max(10 * size, 100_000), 1_000_000)
+    levels = (np.arange(size) + 0.5) / size
+    return tuple(np.quantile(scores, levels) for scores in _simulate(mech, data_a, data_b, draws, seed))
+
+
+def _simulate(mech, data_a: Dataset, data_b: Dataset, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``size`` simulated scores per dataset (see :func:`steps_reference_scores`)."""
+    _, d_a, d_b = _structure(mech, data_a, data_b)
+    basis, _ = np.linalg.qr(np.stack([d_a, d_b], axis=1))  # an orthonormal basis of the plane (d, 2)
+    plane_a, plane_b = d_a @ basis, d_b @ basis
+    s = mech.noise_std * mech.batch_size
+    rng = np.random.default_rng([seed, 27])
+    scores = []
+    for offset in (plane_a, plane_b):
+        parts = []
+        for start in range(0, size, 50_000):
+            rows = min(50_000, size - start)
+            z = (s * rng.standard_normal((rows, mech.steps, basis.shape[1]))
+                 + _canary_steps(mech, rows, rng)[..., None] * offset)
+            parts.append(_ratio(mech, z, plane_a, plane_b))
+        scores.append(np.concatenate(parts))
+    return scores[0], scores[1]
+
+
+def steps_score_law(mech, data_a: Dataset, data_b: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The law of :func:`steps_log_likelihood_ratio` under ``S`` and ``S'``: ``(values, mass_a, mass_b)``.
+
+    Subsampled batches with parallel canary offsets only: the score is a sum
+    of ``T`` i.i.d. terms ``f(x_t)`` of the projection ``x_t`` of ``z_t`` on
+    the canary, whose law under each dataset is a two-component Gaussian
+    mixture. ``f`` is tabulated on a fine grid of ``x``, its values rounded
+    to a lattice, the one-step law convolved ``T`` times by FFT and merged
+    into at most ``LAW_BINS`` values.
+    """
+    c, d_a, d_b = _structure(mech, data_a, data_b)
+    if mech.sampling in SHUFFLED:
+        raise NotExact("the shuffled likelihood ratio is not a sum of one-dimensional terms; no exact ceiling")
+    key = (mech, c.tobytes(), d_a.tobytes(), d_b.tobytes())
+    if key not in _LAWS:  # audits of one instance come in runs: the law is computed once
+        _LAWS[key] = _score_law(mech, d_a, d_b)
+        while len(_LAWS) > 8:
+            _LAWS.pop(next(iter(_LAWS)))
+    return _LAWS[key]
+
+
+_LAWS: dict = {}
+
+
+def _score_law(mech, d_a: np.ndarray, d_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    norm_a = float(np.linalg.norm(d_a))
+    if norm_a == 0:
+        raise NotExact("the canary's gradient equals the others': the datasets give the same law")
+    v = d_a / norm_a
+    b = float(d_b @ v)
+    if not np.allclose(d_b, b * v, atol=1e-12):
+        raise NotExact("the canary's gradients in S and S' are not parallel")
+    s, q, steps = mech.noise_std * mech.batch_size, mech.sample_rate, mech.steps
+    x = np.linspace(min(0.0, b, norm_a) - 14 * s, max(0.0, b, norm_a) + 14 * s, 400_001)
+    mid = 0.5 * (x[1:] + x[:-1])
+
+    def log_p(shift):  # log(1 - q + q exp(a)) for the offset ``shift`` along v
+        a = (mid * shift - 0.5 * shift * shift) / s**2
+        return np.logaddexp(math.log1p(-q), math.log(q) + a) if q < 1 else a
+
+    f = log_p(b) - log_p(norm_a)
+
+    def mass(shift):
+        return (1 - q) * np.diff(stats.norm.cdf(x / s)) + q * np.diff(stats.norm.cdf((x - shift) / s))
+    span = float(f.max() - f.min()) * steps
+    grid = max(span / 2**21, 1e-4)
+    index = np.rint(f / grid).astype(np.int64)
+    offset = int(index.min())
+    pmf_a = np.bincount(index - offset, weights=mass(norm_a))
+    pmf_b = np.bincount(index - offset, weights=mass(b))
+    size = steps * (pmf_a.size - 1) + 1
+    length = 1 << int(math.ceil(math.log2(size)))
+
+    def compose(pmf):
+        return np.clip(np.fft.irfft(np.fft.rfft(pmf, length) ** steps, length)[:size], 0.0, None)
+    law_a, law_b = compose(pmf_a), compose(pmf_b)
+    values = (np.arange(size) + steps * offset) * grid
+    keep = np.flatnonzero((law_a > 1e-30) | (law_b > 1e-30))
+    values, law_a, law_b = values[keep[0]:keep[-1] + 1], law_a[keep[0]:keep[-1] + 1], law_b[keep[0]:keep[-1] + 1]
+    groups = -(-values.size // LAW_BINS)
+    pad = groups * -(-values.size // groups) - values.size
+    merged = [np.pad(array, (0, pad)).reshape(-1, groups).sum(axis=1) for array in (law_a, law_b)]
+    lows = values[::groups]  # each merged value is the lowest of its group: thresholds only move down
+    return lows, merged[0] / merged[0].sum(), merged[1] / merged[1].sum()

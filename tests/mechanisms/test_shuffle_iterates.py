@@ -1,0 +1,188 @@
+"""Shuffled batches and every iterate released: sampling, validation, the exact likelihood ratio and its law."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import dpaudit
+from dpaudit.attacks.canaries import CanarySpec
+from dpaudit.audit.ceiling import exact_ceiling, statistical_ceiling
+from dpaudit.mechanisms.accounting.white_box import step_sums
+from dpaudit.mechanisms.errors import NotExact, ParameterError
+
+
+def _steps(mech, dataset, trials=4000, seed=0):
+    return step_sums(mech, mech.sample(dataset, trials=trials, seed=seed))
+
+
+@pytest.mark.parametrize("sampling", ["shuffle", "shuffle-once"])
+def test_each_record_once_per_epoch(sampling):
+    # n=4 records of gradient -1, the canary +1 at position 4, batches of 2: an epoch has one batch of sum 0
+    # (the canary's) and one of sum -2; noise far below the 2^-12 release grid, so sums are read exactly
+    mech = dpaudit.make("dp-sgd", n=4, dim=1, batch_size=2, steps=6, eta=1.0, noise_std=1e-9,
+                        sampling=sampling, output="iterates")
+    pair = CanarySpec().build(mech, 4)
+    sums = np.round(_steps(mech, pair.dataset_a)[..., 0], 6)
+    assert set(np.unique(sums)) == {0.0, -2.0}
+    hits = (sums == 0).reshape(-1, 3, 2)  # (trials, epochs, batches)
+    assert np.all(hits.sum(axis=2) == 1)
+    slots = hits.argmax(axis=2)
+    # the canary's batch is uniform in each epoch: 4000 trials, 0.5 +- 4.5 standard deviations (0.036)
+    assert abs(slots[:, 0].mean() - 0.5) < 0.036
+    same = np.mean(slots[:, 0] == slots[:, 1])
+    assert same == 1.0 if sampling == "shuffle-once" else abs(same - 0.5) < 0.036
+
+
+def test_last_iterate_is_the_last_of_the_iterates():
+    common = dict(n=20, dim=2, batch_size=5, steps=7, noise_std=0.3, sampling="shuffle")
+    final = dpaudit.make("dp-sgd", **common).sample(trials=50, seed=3)
+    every = dpaudit.make("dp-sgd", output="iterates", **common).sample(trials=50, seed=3)
+    assert every.shape == (50, 14)
+    np.testing.assert_array_equal(every[:, -2:], final)
+
+
+def test_shuffled_batches_refuse_what_does_not_fit():
+    with pytest.raises(ParameterError, match="batch_size must divide n=10, got batch_size=3"):
+        dpaudit.make("dp-sgd", n=10, batch_size=3, sampling="shuffle")
+    mech = dpaudit.make("dp-sgd", n=10, batch_size=2, sampling="shuffle")
+    with pytest.raises(ParameterError, match="use canary pair='zero', got pair='opposite'"):
+        CanarySpec(pair="opposite").build(mech, 10)
+    with pytest.raises(ParameterError, match="sampling must be one of"):
+        dpaudit.make("dp-sgd", sampling="shuffled")
+    with pytest.raises(ParameterError, match="output"):
+        dpaudit.make("dp-lssgd", output="all")
+    with pytest.raises(ParameterError, match="batch_size must divide the 569 records"):
+        dpaudit.make("model", batch_size=64, sampling="shuffle")
+    pair = CanarySpec().build(mech, 10)
+    assert pair.relation == "zero-out" and np.all(pair.dataset_b.records == -1.0)  # worst-case background
+
+
+def _brute_force_llr(mech, outputs, means_a, means_b):
+    """log p_S'(y) - log p_S(y) by enumerating every batch pattern (independent of accounting.white_box)."""
+    y = step_sums(mech, outputs)[..., 0]
+    s = mech.noise_std * mech.batch_size
+
+    def log_density(patterns):
+        logs = [stats.norm.logpdf(y, loc=np.asarray(mean), scale=s).sum(axis=1) + math.log(weight)
+                for mean, weight in patterns]
+        return np.logaddexp.reduce(np.stack(logs), axis=0)
+    return log_density(means_b) - log_density(means_a)
+
+
+def test_exact_ratio_poisson_matches_enumeration():
+    mech = dpaudit.make("dp-sgd", n=5, dim=1, batch_size=1, steps=3, eta=0.5, noise_std=0.5, sampling="poisson",
+                        output="iterates")
+    pair = CanarySpec(pair="zero").build(mech, 5)
+    outputs = mech.sample(pair.dataset_a, trials=300, seed=1)
+    q = mech.sample_rate
+    means_a = [(np.array(bits, float), math.prod(q if b else 1 - q for b in bits))
+               for bits in itertools.product([0, 1], repeat=3)]
+    expected = _brute_force_llr(mech, outputs, means_a, [(np.zeros(3), 1.0)])
+    np.testing.assert_allclose(mech.log_likelihood_ratio(outputs, pair.dataset_a, pair.dataset_b), expected,
+                               rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("sampling", ["shuffle", "shuffle-once"])
+def test_exact_ratio_shuffled_matches_enumeration(sampling):
+    # n=4, batches of 2, 3 steps (one epoch and a half); background -1: the canary's batch sums to
+    # 0 (S, canary +1) or -1 (S', zero) and the other batch to -2
+    mech = dpaudit.make("dp-sgd", n=4, dim=1, batch_size=2, steps=3, eta=0.5, noise_std=0.4, sampling=sampling,
+                        output="iterates")
+    pair = CanarySpec().build(mech, 4)
+    outputs = mech.sample(pair.dataset_b, trials=300, seed=2)
+
+    def patterns(level):
+        out = []
+        for first, second in itertools.product([0, 1], repeat=2):
+            if sampling == "shuffle-once" and first != second:
+                continue
+            mean = np.full(3, -2.0)
+            mean[first] = level
+            if second == 0:
+                mean[2] = level
+            out.append((mean, 0.25 if sampling == "shuffle" else 0.5))
+        return out
+    expected = _brute_force_llr(mech, outputs, patterns(0.0), patterns(-1.0))
+    np.testing.assert_allclose(mech.log_likelihood_ratio(outputs, pair.dataset_a, pair.dataset_b), expected,
+                               rtol=1e-9, atol=1e-9)
+
+
+def test_exact_ratio_says_when_it_does_not_apply():
+    last = dpaudit.make("dp-sgd", n=5, dim=1, batch_size=1, steps=3)
+    pair = CanarySpec().build(last, 5)
+    with pytest.raises(NotExact, match="output='iterates'"):
+        last.log_likelihood_ratio(np.zeros((2, 1)), pair.dataset_a, pair.dataset_b)
+    boxed = dpaudit.make("dp-sgd", n=5, dim=1, batch_size=1, steps=3, domain="box", output="iterates")
+    pair = CanarySpec().build(boxed, 5)
+    with pytest.raises(NotExact, match="whole space"):
+        boxed.log_likelihood_ratio(np.zeros((2, 3)), pair.dataset_a, pair.dataset_b)
+    poisson = dpaudit.make("dp-sgd", n=5, dim=1, batch_size=1, steps=3, sampling="poisson", output="iterates")
+    pair = CanarySpec(pair="zero", background="random").build(poisson, 5)
+    with pytest.raises(NotExact, match="same gradient"):
+        poisson.log_likelihood_ratio(np.zeros((2, 3)), pair.dataset_a, pair.dataset_b)
+
+
+EXAMPLE = dict(n=100, dim=4, batch_size=10, steps=50, eta=0.5, noise_std=0.1, sampling="poisson", output="iterates")
+
+
+def test_ceiling_of_every_iterate_matches_the_reference_and_a_simulation():
+    """The law of the exact score gives docs/theory.md 6's ceilings; a plain simulation agrees."""
+    mech = dpaudit.make("dp-sgd", **EXAMPLE)
+    pair = CanarySpec(pair="zero").build(mech, 100)
+    law = mech.score_law(pair.dataset_a, pair.dataset_b)
+    # docs/theory.md 6: about 2.41, 2.93, 3.63 at 2e4, 1e5, 1e6 trials (two decimals)
+    for trials, value in ((20_000, 2.41), (100_000, 2.93), (1_000_000, 3.63)):
+        assert exact_ceiling(*law, trials=trials, delta=1e-5) == pytest.approx(value, abs=0.02)
+    # independent: 4e5 simulated scores per side of sum_t log(1 - q + q exp((x_t - 1/2) / sigma^2)), sigma = 1
+    rng = np.random.default_rng(5)
+    size, q = 400_000, 0.1
+
+    def simulate(shift):
+        x = rng.standard_normal((size, 50)) + shift * (rng.random((size, 50)) < q)
+        return np.sort(-np.log1p(q * np.expm1(x - 0.5)).sum(axis=1))  # log p_S' - log p_S
+    a, b = simulate(1.0), simulate(0.0)
+    grid = np.quantile(np.concatenate([a, b]), np.linspace(0, 1, 4001))
+    simulated = statistical_ceiling(lambda t: 1 - np.searchsorted(a, t) / size, lambda t: np.searchsorted(b, t) / size,
+                                    grid, trials=20_000, delta=1e-5)
+    # the tail rates near 1e-4 are estimated from ~40+ simulated events: +-15% in rate, about +-0.15 in epsilon
+    assert simulated == pytest.approx(exact_ceiling(*law, trials=20_000, delta=1e-5), abs=0.15)
+
+
+@pytest.mark.parametrize("name,dim,sampling", [("dp-sgd", 2, "shuffle"), ("dp-sgd", 1, "shuffle-once"),
+                                               ("dp-sgd", 3, "without-replacement"), ("dp-lssgd", 3, "shuffle")])
+def test_reference_scores_follow_the_law_of_the_real_scores(name, dim, sampling):
+    mech = dpaudit.make(name, n=20, dim=dim, batch_size=5, steps=8, noise_std=0.2, sampling=sampling,
+                        output="iterates")
+    pair = CanarySpec().build(mech, 20)
+    ref_a, ref_b = mech.reference_scores(pair.dataset_a, pair.dataset_b, 20_000, seed=1)
+    real_a = mech.log_likelihood_ratio(mech.sample(pair.dataset_a, trials=4000, seed=1), pair.dataset_a, pair.dataset_b)
+    real_b = mech.log_likelihood_ratio(mech.sample(pair.dataset_b, trials=4000, seed=2), pair.dataset_a, pair.dataset_b)
+    # two-sample Kolmogorov-Smirnov at level 1e-4 (the release grid moves scores by far less than their spread)
+    assert stats.ks_2samp(ref_a, real_a).pvalue > 1e-4 and stats.ks_2samp(ref_b, real_b).pvalue > 1e-4
+    assert np.mean(real_b) > np.mean(real_a)
+
+
+@pytest.mark.parametrize("sampling", ["shuffle", "shuffle-once"])
+def test_model_shuffled_batches_use_the_canary_once_per_epoch(sampling):
+    # zero features: every record's weight gradient is 0, so the first weight moves only by the injected
+    # canary gradient C e_1 (step eta C / m = 0.5 when the canary is in the batch); noise far below the grid
+    data = np.column_stack([np.zeros((8, 2)), np.arange(8) % 2])
+    mech = dpaudit.make("model", data=data, batch_size=2, steps=8, eta=1.0, noise_multiplier=1e-9,
+                        sampling=sampling, output="iterates")
+    pair = CanarySpec(kind="gradient").build(mech, 8)
+    assert pair.relation == "zero-out"
+    weights = mech.sample(pair.dataset_a, trials=2000, seed=4).reshape(2000, 8, -1)[:, :, 0]
+    steps = -np.diff(weights, axis=1, prepend=mech.initial_parameters[0])  # released on the 2^-12 grid
+    assert np.all((np.abs(steps) < 1e-3) | (np.abs(steps - 0.5) < 1e-3))
+    hits = (np.abs(steps - 0.5) < 1e-3).reshape(-1, 2, 4)
+    assert np.all(hits.sum(axis=2) == 1)
+    slots = hits.argmax(axis=2)
+    # uniform over 4 batches: 0.25 +- 4.5 standard deviations (0.044) over 2000 trials
+    assert abs(np.mean(slots[:, 0] == 0) - 0.25) < 0.044
+    same = np.mean(slots[:, 0] == slots[:, 1])
+    assert same == 1.0 if sampling == "shuffle-once" else abs(same - 0.25) < 0.044
