@@ -198,6 +198,10 @@ class DPSGD(IterativeMechanism):
         """Map the noisy gradient to the update direction (identity for DP-SGD)."""
         return gradient
 
+    def undo_direction(self, update: np.ndarray) -> np.ndarray:
+        """The inverse of :meth:`direction` on an array whose last axis is the model (identity for DP-SGD)."""
+        return update
+
     def membership(self, trials: int, count: int, rng: np.random.Generator, dtype: torch.dtype) -> torch.Tensor:
         """0/1 membership of ``count`` given records in each trial's batch, shape ``(trials, count)``.
 

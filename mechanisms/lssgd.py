@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import torch
 
 from dpaudit.mechanisms.base import param, register
@@ -71,3 +72,10 @@ class DPLSSGD(DPSGD):
 
     def direction(self, gradient: torch.Tensor) -> torch.Tensor:
         return laplacian_smooth(gradient, float(self.smoothing))
+
+    def undo_direction(self, update: np.ndarray) -> np.ndarray:
+        """``A_s`` applied along the last axis: the spectrum times the smoothing denominator."""
+        if self.smoothing <= 0 or self.dim == 1:
+            return update
+        denominator = smoothing_denominator(self.dim, float(self.smoothing)).numpy()
+        return np.fft.irfft(np.fft.rfft(update, axis=-1) * denominator, n=self.dim, axis=-1)

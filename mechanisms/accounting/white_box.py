@@ -84,13 +84,7 @@ def step_sums(mech, outputs: np.ndarray) -> np.ndarray:
     start = mech.start(1, torch.float64)[0].numpy()
     previous = np.concatenate([np.broadcast_to(start, (len(outputs), 1, mech.dim)), theta[:, :-1]], axis=1)
     update = (previous - theta) / mech.eta
-    smoothing = float(getattr(mech, "smoothing", 0.0) or 0.0)
-    if smoothing > 0 and mech.dim > 1:  # undo A_s^{-1}: multiply the spectrum by the denominator
-        from dpaudit.mechanisms.lssgd import smoothing_denominator
-
-        denominator = smoothing_denominator(mech.dim, smoothing).numpy()
-        update = np.fft.irfft(np.fft.rfft(update, axis=-1) * denominator, n=mech.dim, axis=-1)
-    return update * mech.batch_size
+    return mech.undo_direction(update) * mech.batch_size  # DP-LSSGD: undo A_s^{-1}
 
 
 def _log_density(mech, a: np.ndarray) -> np.ndarray:

@@ -134,7 +134,7 @@ def test_no_claim_is_below_the_exact_value_of_its_instance(name, params, pair_ki
             if not math.isfinite(exact):
                 continue  # beyond the accountant's search range: no exact value is reported
             for claim in mech.claims(index=index):
-                entry = claim.evaluate(delta=delta)
+                entry = claim.evaluate(delta=delta).to_dict()
                 if (not entry["applicable"] or entry["epsilon"] is None or entry["kind"] != "upper-bound"
                         or entry["relation"] != pair.relation):
                     continue

@@ -56,7 +56,7 @@ def test_several_epochs():
 
 
 def _entries(mechanism):
-    return {e["name"]: e for e in evaluate_claims(mechanism.claims(), delta=1e-5)}
+    return {e.name: e.to_dict() for e in evaluate_claims(mechanism.claims(), delta=1e-5)}
 
 
 @pytest.mark.parametrize("name", ["dp-sgd", "dp-lssgd"])
