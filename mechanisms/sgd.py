@@ -138,19 +138,20 @@ class PNSGD(IterativeMechanism):
 
         return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
 
-    def _descend_(self, w: torch.Tensor, step: int, loss: Loss, records: torch.Tensor,
-                  injected: dict[int, torch.Tensor], offsets: torch.Tensor | None) -> torch.Tensor:
+    def _descend_(self, w: torch.Tensor, step: int, descend_, injected: dict[int, torch.Tensor],
+                  offsets: torch.Tensor | None) -> torch.Tensor:
         """``w <- w - eta * grad f(w, x_t)`` in place for step ``t`` (1-based).
 
         ``offsets[t - 1]`` holds ``eta * g_t`` when gradients are constant; an
-        injected gradient replaces the record's.
+        injected gradient replaces the record's; ``descend_`` is the loss's
+        :meth:`~dpaudit.mechanisms.losses.Loss.stepper`.
         """
         if offsets is not None:
             return w.sub_(offsets[step - 1])
         position = (step - 1) % self.n
         if position in injected:
             return w.sub_(injected[position], alpha=self.eta)
-        return loss.descend_(w, records[position], self.eta)
+        return descend_(w, position, self.eta)
 
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
                 dtype: torch.dtype) -> torch.Tensor:
@@ -170,19 +171,21 @@ class PNSGD(IterativeMechanism):
                                               for position in self.positions()])
             moves = offsets.any(dim=1).tolist()  # zero records (most, in an audit) need no pass
         source = noise.StepNoise(self.noise, (trials, self.dim), rng, dtype)
+        project_ = domain.projector(trials, self.dim, dtype)  # buffers made once, not per step
+        descend_ = loss.stepper(records, trials)
         for step in range(1, self.steps + 1):
             z = source.next()
             if constant and not masked:
                 w.sub_(z, alpha=noise_step)
-                domain.project_(w.sub_(offsets[step - 1]) if moves[step - 1] else w)
+                project_(w.sub_(offsets[step - 1]) if moves[step - 1] else w)
                 continue
             if masked:
-                updated = self._descend_(w.clone(), step, loss, records, injected, offsets)
-                domain.project_(updated.sub_(z, alpha=noise_step))
+                updated = self._descend_(w.clone(), step, descend_, injected, offsets)
+                project_(updated.sub_(z, alpha=noise_step))
                 active = ((first <= step) & (step <= last)).unsqueeze(-1)
                 w = torch.where(active, updated, w)
             else:
-                domain.project_(self._descend_(w, step, loss, records, injected, offsets).sub_(z, alpha=noise_step))
+                project_(self._descend_(w, step, descend_, injected, offsets).sub_(z, alpha=noise_step))
         return w
 
 
