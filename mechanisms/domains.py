@@ -86,9 +86,10 @@ class Ball(Domain):
         radius = self.radius
 
         def project_(w: torch.Tensor) -> torch.Tensor:
-            # the same operations as project_, into buffers made once
+            # the same operations as project_, into buffers made once; without the lower clamp of the
+            # squared norms, which changes no factor (a zero norm gives rsqrt = inf, then the factor 1)
             torch.mm(torch.mul(w, w, out=squares), ones, out=norms)
-            return w.mul_(norms.clamp_(min=1e-300).rsqrt_().mul_(radius).clamp_(max=1.0))
+            return w.mul_(norms.rsqrt_().mul_(radius).clamp_(max=1.0))
 
         return project_
 
