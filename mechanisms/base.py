@@ -300,8 +300,13 @@ class Mechanism(abc.ABC):
             with torch.no_grad() if self.tiled else contextlib.nullcontext():
                 if self.tiled:  # each tile written into the output as it is made, and released there
                     out = np.empty((trials, self.output_dim), dtype=np.float32 if dtype == torch.float32 else np.float64)
-                    return tiles.fill(lambda rows, generator: self._tile(data, rows, generator, dtype), out, rng,
-                                      self.tile_trials, finish=lambda block: self.release(block, inplace=True))
+
+                    def tile(rows: int, generator: np.random.Generator) -> np.ndarray:
+                        with torch.no_grad():  # grad mode is per thread: the tile threads need their own
+                            return self._tile(data, rows, generator, dtype)
+
+                    return tiles.fill(tile, out, rng, self.tile_trials,
+                                      finish=lambda block: self.release(block, inplace=True))
                 array = self._tile(data, trials, rng, dtype)
         finally:
             torch.set_num_threads(threads)
