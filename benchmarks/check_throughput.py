@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=50_000)
     parser.add_argument("--loop-trials", type=int, default=100, help="trials of the per-trial loops (not checked)")
     parser.add_argument("--ratios", type=Path, default=RATIOS, help="the recorded ratios (JSON)")
-    parser.add_argument("--from-json", type=Path, help="check the output of 'throughput.py --json' instead of measuring")
+    parser.add_argument("--from-json", type=Path,
+                        help="check the output of 'throughput.py --json' instead of measuring")
     parser.add_argument("--record", action="store_true", help="store the measured medians as the new record")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.trials < 1 or args.loop_trials < 1:

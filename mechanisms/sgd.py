@@ -18,6 +18,7 @@ applications to privacy", Thm 3 (Laplace noise on an interval).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -138,20 +139,24 @@ class PNSGD(IterativeMechanism):
 
         return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
 
-    def _descend_(self, w: torch.Tensor, step: int, descend_, injected: dict[int, torch.Tensor],
-                  offsets: torch.Tensor | None) -> torch.Tensor:
+    def _descend_(self, w: torch.Tensor, step: int, loss: Loss, records: torch.Tensor,
+                  injected: dict[int, torch.Tensor], offsets: torch.Tensor | None,
+                  descend_: Callable[[torch.Tensor, int, float], torch.Tensor] | None = None) -> torch.Tensor:
         """``w <- w - eta * grad f(w, x_t)`` in place for step ``t`` (1-based).
 
         ``offsets[t - 1]`` holds ``eta * g_t`` when gradients are constant; an
-        injected gradient replaces the record's; ``descend_`` is the loss's
-        :meth:`~dpaudit.mechanisms.losses.Loss.stepper`.
+        injected gradient replaces the record's. ``descend_``, the loss's
+        :meth:`~dpaudit.mechanisms.losses.Loss.stepper` for these records,
+        takes the step without a temporary array.
         """
         if offsets is not None:
             return w.sub_(offsets[step - 1])
         position = (step - 1) % self.n
         if position in injected:
             return w.sub_(injected[position], alpha=self.eta)
-        return descend_(w, position, self.eta)
+        if descend_ is not None:
+            return descend_(w, position, self.eta)
+        return loss.descend_(w, records[position], self.eta)
 
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
                 dtype: torch.dtype) -> torch.Tensor:
@@ -180,12 +185,13 @@ class PNSGD(IterativeMechanism):
                 project_(w.sub_(offsets[step - 1]) if moves[step - 1] else w)
                 continue
             if masked:
-                updated = self._descend_(w.clone(), step, descend_, injected, offsets)
+                updated = self._descend_(w.clone(), step, loss, records, injected, offsets, descend_)
                 project_(updated.sub_(z, alpha=noise_step))
                 active = ((first <= step) & (step <= last)).unsqueeze(-1)
                 w = torch.where(active, updated, w)
             else:
-                project_(self._descend_(w, step, descend_, injected, offsets).sub_(z, alpha=noise_step))
+                updated = self._descend_(w, step, loss, records, injected, offsets, descend_)
+                project_(updated.sub_(z, alpha=noise_step))
         return w
 
 
