@@ -50,7 +50,8 @@ def snap(outputs: np.ndarray, grid: float, *, toward_zero: bool = False, inplace
     a ball about the origin inside the ball).
     """
     if inplace and isinstance(outputs, np.ndarray) and outputs.dtype.kind == "f" and outputs.flags.writeable:
-        np.divide(outputs, grid, out=outputs)  # exact (a power of two), and no copy of a large output
+        # times 1 / grid: the same exact result as dividing by the power of two, at the cost of a product
+        np.multiply(outputs, 1.0 / grid, out=outputs)
         (np.trunc if toward_zero else np.rint)(outputs, out=outputs)
         np.multiply(outputs, grid, out=outputs)
         return outputs
@@ -452,12 +453,16 @@ class Mechanism(abc.ABC):
         try:
             # our samplers need no autograd; user code (not tiled) may train with it
             with torch.no_grad() if self.tiled else contextlib.nullcontext():
-                if self.tiled:  # each tile written into the output as it is made
+                if self.tiled:  # each tile written into the output as it is made, and released there
                     out = np.empty((trials, self.output_dim), dtype=np.float32 if dtype == torch.float32 else np.float64)
-                    array = tiles.fill(lambda rows, generator: self._tile(data, rows, generator, dtype), out, rng,
-                                       self.tile_trials)
-                else:
-                    array = self._tile(data, trials, rng, dtype)
+
+                    def tile(rows: int, generator: np.random.Generator) -> np.ndarray:
+                        with torch.no_grad():  # grad mode is per thread: the tile threads need their own
+                            return self._tile(data, rows, generator, dtype)
+
+                    return tiles.fill(tile, out, rng, self.tile_trials,
+                                      finish=lambda block: self.release(block, inplace=True))
+                array = self._tile(data, trials, rng, dtype)
         finally:
             torch.set_num_threads(threads)
         return self.release(array, inplace=True)  # the array is this call's own
@@ -480,6 +485,9 @@ class Mechanism(abc.ABC):
         the rounding error of a grid midpoint (docs/theory.md 1.9 bounds
         that probability). Dividing and multiplying by a power of two are
         exact, so every released value is an exact multiple of the grid.
+
+        Acts on each value (row) alone: :meth:`sample` applies it to each
+        tile's block of the output as the block is written, in place.
         """
         grid = self.release_grid
         if grid is None:

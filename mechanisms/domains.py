@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -33,6 +34,15 @@ class Domain:
         """Project ``w`` in place (rows of a ``(trials, dim)`` tensor) and return it."""
         w.copy_(self.project(w))
         return w
+
+    def projector(self, rows: int, dim: int, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
+        """:meth:`project_` for ``(rows, dim)`` iterates of ``dtype``, its buffers allocated once (step loops).
+
+        The returned function projects in place and returns its argument; it
+        computes exactly what :meth:`project_` does, without a temporary array
+        per call. One projector per thread: its buffers are not shared.
+        """
+        return self.project_
 
     def center(self, dim: int) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -68,6 +78,20 @@ class Ball(Domain):
         # twice as fast as torch.linalg.vector_norm(w, dim=-1), which reduces along short rows
         squares = w.square() @ torch.ones(w.shape[-1], 1, dtype=w.dtype)
         return w.mul_(squares.clamp_(min=1e-300).rsqrt_().mul_(self.radius).clamp_(max=1.0))
+
+    def projector(self, rows: int, dim: int, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
+        squares = torch.empty((rows, dim), dtype=dtype)
+        norms = torch.empty((rows, 1), dtype=dtype)
+        ones = torch.ones((dim, 1), dtype=dtype)
+        radius = self.radius
+
+        def project_(w: torch.Tensor) -> torch.Tensor:
+            # the same operations as project_, into buffers made once; without the lower clamp of the
+            # squared norms, which changes no factor (a zero norm gives rsqrt = inf, then the factor 1)
+            torch.mm(torch.mul(w, w, out=squares), ones, out=norms)
+            return w.mul_(norms.rsqrt_().mul_(radius).clamp_(max=1.0))
+
+        return project_
 
     def center(self, dim: int) -> torch.Tensor:
         return torch.zeros(dim, dtype=torch.float64)

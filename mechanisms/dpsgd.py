@@ -303,9 +303,10 @@ class DPSGD(IterativeMechanism):
         sparse = constant and active.numel() < self.n and (
             self.sampling == "poisson" or active.numel() <= _SELECTION_SAMPLING_MAX)
         source = noise.StepNoise("gaussian", (trials, self.dim), rng, dtype)
+        scaled = table[active] / self.batch_size if sparse else None
         for _ in range(self.steps):
             if sparse:
-                gradient = self.membership(trials, active.numel(), rng, dtype) @ table[active]
+                gradient = self.membership(trials, active.numel(), rng, dtype)
             elif constant:
                 gradient = self.batch_mask(trials, rng, dtype) @ table
             else:
@@ -314,7 +315,10 @@ class DPSGD(IterativeMechanism):
                 for position, vector in injected.items():
                     per_record[:, position] = vector
                 gradient = torch.einsum("tn,tnd->td", mask, per_record)
-            gradient = gradient.div_(self.batch_size).add_(source.next(), alpha=self.noise_std)
+            if sparse:  # sigma z + membership @ (rows / m) in one product, in place on this step's noise
+                gradient = source.next().addmm_(gradient, scaled, beta=self.noise_std)
+            else:
+                gradient = gradient.div_(self.batch_size).add_(source.next(), alpha=self.noise_std)
             theta = domain.project_(theta.sub_(self.direction(gradient), alpha=self.eta))
         return theta
 

@@ -113,7 +113,9 @@ class IterativeMechanism(Mechanism):
         if self.domain == "ball":
             return snap(outputs, grid, toward_zero=True, inplace=inplace)
         snapped = snap(outputs, grid, inplace=inplace)
-        return np.clip(snapped, self.low, self.high) if self.domain == "box" else snapped
+        if self.domain != "box":
+            return snapped
+        return np.clip(snapped, self.low, self.high, out=snapped if inplace and snapped is outputs else None)
 
     def exact_options(self) -> dict:
         """Interval, start point and noise of a one-dimensional instance (for ``exact_steps``)."""

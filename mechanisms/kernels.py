@@ -133,6 +133,7 @@ class ProjectedKernel(IterativeMechanism):
         x = self.start(trials, dtype)
         spread = self.noise_spread
         source = noise.StepNoise(self.noise, (trials, self.dim), rng, dtype)
+        project_ = domain.projector(trials, self.dim, dtype)  # buffers made once, not per step
         for t in range(self.n):
             z = source.next()
             if resets[t] or self.rho == 0.0:
@@ -141,5 +142,5 @@ class ProjectedKernel(IterativeMechanism):
                 x.add_(z, alpha=spread)
             else:
                 x = (x - center).mul_(self.rho).add_(center).add_(z, alpha=spread)
-            domain.project_(x.add_(shifts[t]) if moves[t] else x)
+            project_(x.add_(shifts[t]) if moves[t] else x)
         return x

@@ -18,6 +18,7 @@ applications to privacy", Thm 3 (Laplace noise on an interval).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -153,17 +154,22 @@ class PNSGD(IterativeMechanism):
             raise NotExact(f"the exact accountant is one-dimensional, got dim={self.dim}, and {reason}") from None
 
     def _descend_(self, w: torch.Tensor, step: int, loss: Loss, records: torch.Tensor,
-                  injected: dict[int, torch.Tensor], offsets: torch.Tensor | None) -> torch.Tensor:
+                  injected: dict[int, torch.Tensor], offsets: torch.Tensor | None,
+                  descend_: Callable[[torch.Tensor, int, float], torch.Tensor] | None = None) -> torch.Tensor:
         """``w <- w - eta * grad f(w, x_t)`` in place for step ``t`` (1-based).
 
         ``offsets[t - 1]`` holds ``eta * g_t`` when gradients are constant; an
-        injected gradient replaces the record's.
+        injected gradient replaces the record's. ``descend_``, the loss's
+        :meth:`~dpaudit.mechanisms.losses.Loss.stepper` for these records,
+        takes the step without a temporary array.
         """
         if offsets is not None:
             return w.sub_(offsets[step - 1])
         position = (step - 1) % self.n
         if position in injected:
             return w.sub_(injected[position], alpha=self.eta)
+        if descend_ is not None:
+            return descend_(w, position, self.eta)
         return loss.descend_(w, records[position], self.eta)
 
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
@@ -184,19 +190,22 @@ class PNSGD(IterativeMechanism):
                                               for position in self.positions()])
             moves = offsets.any(dim=1).tolist()  # zero records (most, in an audit) need no pass
         source = noise.StepNoise(self.noise, (trials, self.dim), rng, dtype)
+        project_ = domain.projector(trials, self.dim, dtype)  # buffers made once, not per step
+        descend_ = loss.stepper(records, trials)
         for step in range(1, self.steps + 1):
             z = source.next()
             if constant and not masked:
                 w.sub_(z, alpha=noise_step)
-                domain.project_(w.sub_(offsets[step - 1]) if moves[step - 1] else w)
+                project_(w.sub_(offsets[step - 1]) if moves[step - 1] else w)
                 continue
             if masked:
-                updated = self._descend_(w.clone(), step, loss, records, injected, offsets)
-                domain.project_(updated.sub_(z, alpha=noise_step))
+                updated = self._descend_(w.clone(), step, loss, records, injected, offsets, descend_)
+                project_(updated.sub_(z, alpha=noise_step))
                 active = ((first <= step) & (step <= last)).unsqueeze(-1)
                 w = torch.where(active, updated, w)
             else:
-                domain.project_(self._descend_(w, step, loss, records, injected, offsets).sub_(z, alpha=noise_step))
+                updated = self._descend_(w, step, loss, records, injected, offsets, descend_)
+                project_(updated.sub_(z, alpha=noise_step))
         return w
 
 

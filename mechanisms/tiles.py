@@ -62,17 +62,24 @@ def tile_sizes(trials: int, rows: int = TILE_TRIALS) -> list[int]:
 
 
 def fill(function: Callable[[int, np.random.Generator], np.ndarray], out: np.ndarray, rng: np.random.Generator,
-         rows: int = TILE_TRIALS) -> np.ndarray:
+         rows: int = TILE_TRIALS, finish: Callable[[np.ndarray], object] | None = None) -> np.ndarray:
     """Like :func:`run`, but each tile's rows are written into ``out`` as soon as they are made.
 
     Memory holds ``out`` and the tiles in flight, never a list of every tile
     and a concatenated copy. Tile ``k`` uses the same generator as in :func:`run`.
+    ``finish``, if given, is applied in place to each tile's block of ``out``
+    right after it is written, in the tile's thread while the block is still
+    in that core's cache (the release snapping: one pass per tile, in
+    parallel, instead of a pass over the whole output at the end).
     """
     sizes = tile_sizes(out.shape[0], rows)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
 
     def one(start: int, size: int, generator: np.random.Generator) -> None:
-        out[start:start + size] = function(size, generator)
+        block = out[start:start + size]
+        block[...] = function(size, generator)
+        if finish is not None:
+            finish(block)
 
     _map(one, starts.tolist(), sizes, rng.spawn(len(sizes)))
     return out
