@@ -87,7 +87,8 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
           dataset_pair: Sequence[Any] | None = None, canary: CanarySpec | Mapping[str, Any] | None = None,
           index: Any = None, score: Any = None, title: str | None = None, store: str = MEMORY,
           workers: int = 1, progress: bool = False, estimators: Sequence[Any] = (), sequential: bool = False,
-          claimed_epsilon: float | None = None, **settings: Any) -> AuditResult:
+          claimed_epsilon: float | None = None, search: Mapping[str, Any] | bool | None = None,
+          **settings: Any) -> AuditResult:
     """Audit ``mechanism`` and return the :class:`AuditResult`.
 
     Parameters
@@ -120,6 +121,11 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
         (``result.sequential`` records the looks).
     claimed_epsilon : float, optional
         A claim to stop at as well (a certified bound above it is a violation of the caller's claim).
+    search : bool or mapping, optional
+        Search for the neighbouring pair instead of taking one (``dpaudit.search``, docs/theory.md
+        3.8): ``True``, or a mapping of its options (``record_domain``, ``thresholds``,
+        ``screen_trials``, ...). The result is the certifying audit of the strongest pair; the
+        screening table is :func:`dpaudit.search`'s.
     store : str
         ``":memory:"`` (default) or an SQLite file to keep and reuse chunks.
     workers : int
@@ -139,6 +145,20 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
     >>> result.verdict, round(result.epsilon_lower_bound, 2)                        # doctest: +SKIP
     ('consistent', 0.94)
     """
+    if search:
+        given = [name for name, value in (("pair", pair), ("dataset_pair", dataset_pair), ("canary", canary),
+                                          ("index", index), ("estimators", estimators)) if value]
+        if given or sequential or store != MEMORY or workers != 1:
+            raise ParameterError(f"search chooses the pair itself and runs in memory; it takes no "
+                                 f"{', '.join(given) or 'sequential, store or workers'}")
+        from dpaudit.audit.search import search as search_pairs
+
+        unknown = sorted(set(settings) - {"trials", "delta", "confidence", "seed"})
+        if unknown:
+            raise ParameterError(f"search takes the settings trials, delta, confidence and seed, got {unknown[0]!r}")
+        options = dict(search) if isinstance(search, Mapping) else {}
+        return search_pairs(mechanism, score=score, title=title, epsilon=claimed_epsilon, **options,
+                            **settings).result
     job = make_job(mechanism, pair=pair, dataset_pair=dataset_pair, canary=canary, index=index, score=score,
                    title=title, estimators=estimators, sequential=sequential, claimed_epsilon=claimed_epsilon,
                    **settings)

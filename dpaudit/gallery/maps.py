@@ -40,9 +40,8 @@ def _point(mech, index: int, pair_kind: str) -> dict[str, float | None]:
     pair = CanarySpec(kind="gradient", pair=pair_kind).build(mech, index)
     row: dict[str, float | None] = {}
     for entry in evaluate_claims(mech.claims(index=index), delta=DELTA):
-        if (entry["applicable"] and entry["kind"] == "upper-bound" and entry["relation"] == pair.relation
-                and entry["name"] not in _OFF_SCALE):
-            row[entry["name"]] = entry["epsilon"]
+        if entry.is_bound and entry.relation == pair.relation and entry.name not in _OFF_SCALE:
+            row[entry.name] = entry.epsilon
     row["exact"] = exact_epsilon(mech, pair.dataset_a, pair.dataset_b, DELTA)
     law = likelihood_ratio_law(exact_laws(mech, pair.dataset_a, pair.dataset_b))
     for trials in TRIALS:

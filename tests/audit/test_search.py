@@ -82,6 +82,19 @@ def test_search_certifies_the_bug_and_not_its_twin(functions, seed):
     assert not twin.violation and twin.epsilon_lower_bound <= CLAIM
 
 
+def test_audit_with_search_certifies_the_searched_pair(functions):
+    _, namespace = functions
+    mech = dpaudit.from_callable(namespace["actual_size"], 1, record_domain=(0.0, 1.0))
+    result = dpaudit.audit(mech, search={"screen_trials": 400}, trials=20_000, seed=0)
+    direct = search(mech, trials=20_000, screen_trials=400, seed=0)
+    # the same screening and the same fresh certifying trials: the same bound, above the claim
+    assert result.epsilon_lower_bound == direct.epsilon_lower_bound > CLAIM + 1.0
+    with pytest.raises(ParameterError, match="takes no dataset_pair"):
+        dpaudit.audit(mech, search=True, dataset_pair=([[0.0]], [[1.0]]))
+    with pytest.raises(ParameterError, match="chunk_size"):
+        dpaudit.audit(mech, search=True, chunk_size=100)
+
+
 def test_dpaudit_search_command(functions, capsys):
     path, _ = functions
     common = ["--domain", "0", "1", "--epsilon", f"{CLAIM}", "--trials", "20000", "--screen-trials", "400"]
