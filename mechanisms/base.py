@@ -18,7 +18,8 @@ import torch
 
 from dpaudit.mechanisms import tiles
 from dpaudit.mechanisms.dataset import Dataset, as_dataset
-from dpaudit.mechanisms.errors import NotExact, ParameterError
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.hooks import AuditHooks
 from dpaudit.mechanisms.validation import check_choice, check_int
 
 __all__ = [
@@ -88,7 +89,7 @@ def make_rng(seed: SeedLike) -> np.random.Generator:
     return np.random.default_rng(sequence)
 
 
-class Mechanism(abc.ABC):
+class Mechanism(AuditHooks, abc.ABC):
     """Base class of every mechanism.
 
     Subclasses are ``@dataclass(frozen=True)`` classes registered with
@@ -211,37 +212,6 @@ class Mechanism(abc.ABC):
         fn = getattr(self, "fn", None)
         return fn if callable(fn) else None
 
-    @property
-    def has_log_likelihood_ratio(self) -> bool:
-        """True when :meth:`log_likelihood_ratio` is implemented (the score ``exact``)."""
-        return type(self).log_likelihood_ratio is not Mechanism.log_likelihood_ratio
-
-    def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
-        """The exact ``log p_{S'}(o) - p_S(o)`` of each output (score ``exact``); none by default.
-
-        Raises
-        ------
-        ParameterError
-            When the mechanism has no exact likelihood ratio (:attr:`has_log_likelihood_ratio` is False).
-        """
-        raise ParameterError(f"score 'exact' needs a mechanism with an exact likelihood ratio, "
-                             f"{self.name!r} has none")
-
-    @property
-    def trains_model(self) -> bool:
-        """True when outputs describe trained models and :meth:`record_score` scores a record under them."""
-        return type(self).record_score is not Mechanism.record_score
-
-    def record_score(self, outputs: np.ndarray, record: np.ndarray, name: str) -> np.ndarray:
-        """A record's score (``canary-loss`` or ``logit-margin``) under the model each output describes.
-
-        Raises
-        ------
-        ParameterError
-            When outputs are not trained models (:attr:`trains_model` is False).
-        """
-        raise ParameterError(f"score {name!r} needs a mechanism that trains a model, {self.name!r} does not")
-
     def canary_records(self, u: np.ndarray, *, reset: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The canary records ``(x, x')`` at the ends of the record space.
 
@@ -279,110 +249,6 @@ class Mechanism(abc.ABC):
     def random_background(self, rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
         """Random records for a ``background = "random"`` canary dataset."""
         return rng.standard_normal(shape) / np.sqrt(shape[1])
-
-    def exact_steps(self, data: Dataset) -> tuple[list, dict[str, Any]]:
-        """The affine one-dimensional steps of this mechanism on ``data``, for the exact accountant.
-
-        Raises
-        ------
-        NotExact
-            When the exact accountant does not cover this instance (the message says why).
-        """
-        raise NotExact(f"no exact accountant for mechanism {self.name!r}")
-
-    def exact_output_laws(self, data_a: Dataset, data_b: Dataset) -> Any:
-        """Closed-form laws of the release under ``S`` and ``S'``, when the mechanism knows them.
-
-        Returns ``None`` (the default) to let the exact accountant propagate
-        :meth:`exact_steps`, or an object with ``delta(eps)``,
-        ``epsilon(delta)``, ``likelihood_ratio_law()`` and
-        ``log_likelihood_ratio(outputs)`` (e.g.
-        ``accounting.last_iterate.MixtureLaws``).
-
-        Raises
-        ------
-        NotExact
-            When the instance has no exact accountant (the message says why).
-        """
-        return None
-
-    @property
-    def default_pair(self) -> str:
-        """The canary pair of a default audit (``"opposite"``; zero-out where only that relation fits)."""
-        return "opposite"
-
-    def pair_relation(self, pair: str) -> Any:
-        """The relation a canary ``pair`` realises here (``None``: the usual rule of ``attacks.canaries``).
-
-        Raises
-        ------
-        ParameterError
-            When the mechanism supports no relation for ``pair`` (e.g. add/remove with shuffled batches).
-        """
-        return None
-
-    @property
-    def released_steps(self) -> int | None:
-        """Training steps one output holds as equal consecutive blocks (1: a last iterate; ``None``: not
-        declared, so per-step scores read every column as a step)."""
-        return None
-
-    @property
-    def releases_iterates(self) -> bool:
-        """True when the output lists every iterate (per-step scores then read their increments)."""
-        return False
-
-    def score_law(self, data_a: Dataset, data_b: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The law of the ``exact`` score under ``S`` and ``S'``: ``(values, mass_a, mass_b)`` (for the ceiling).
-
-        Raises
-        ------
-        NotExact
-            When the law is not known (the default).
-        """
-        raise NotExact(f"no law of the exact score for mechanism {self.name!r}")
-
-    def reference_scores(self, data_a: Dataset, data_b: Dataset, size: int, seed: int = 0
-                         ) -> tuple[np.ndarray, np.ndarray]:
-        """``size`` scores of the ``exact`` score per dataset drawn from the known laws (thresholds are
-        chosen on them, never on certification trials).
-
-        Raises
-        ------
-        NotExact
-            When the laws are not known (the default).
-        """
-        raise NotExact(f"no reference scores for mechanism {self.name!r}")
-
-    def surrogate_output_laws(self) -> Any:
-        """Laws of a reference instance that stands in for this one where no exact value is known.
-
-        ``None`` by default. A trained model returns the last-iterate
-        linear-loss surrogate at its training parameters
-        (``accounting.builders.model.surrogate_laws``): a reference for
-        planning and reports, never a bound and never used by a verdict.
-        """
-        return None
-
-    def clipped_record_gradients(self, data: Dataset) -> np.ndarray:
-        """Each record's clipped gradient at the public start point, shape ``(n, canary_dim)``.
-
-        Used to choose a canary direction from the data before any trial
-        (canary direction ``least-varying``).
-
-        Raises
-        ------
-        ParameterError
-            When the mechanism has no per-record gradients.
-        """
-        raise ParameterError(f"canary direction 'least-varying' needs a mechanism with per-record gradients, "
-                             f"got {self.name!r}")
-
-    @property
-    def declared_record_domain(self) -> tuple[float, float] | None:
-        """The interval the records of a user function or library adapter may take (``None``: undeclared);
-        the neighbour search draws its candidate pairs from it."""
-        return None
 
     def inapplicable(self) -> dict[str, str]:
         """Parameters that have no effect for these values of the others, each with the reason.
