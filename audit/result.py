@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dpaudit.mechanisms.accounting.entry import ClaimEntry
+from dpaudit.mechanisms.accounting.entry import as_plain as _plain
 from dpaudit.mechanisms.errors import DPAuditError
 
 __all__ = ["SCHEMA_VERSION", "AuditResult", "ClaimEntry", "Empirical", "EstimateEntry", "IndexResult", "ResultError", "load_result"]
@@ -34,15 +35,6 @@ SCHEMA_VERSION = 2
 
 class ResultError(DPAuditError):
     """A document is not a dpaudit result, or one of a schema this version cannot read."""
-
-
-def _plain(value: Any) -> Any:
-    """Tuples to lists and mappings to dicts, recursively (the JSON form)."""
-    if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    return value
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -6,15 +6,15 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ClaimEntry"]
+__all__ = ["ClaimEntry", "as_plain"]
 
 
-def _plain(value: Any) -> Any:
+def as_plain(value: Any) -> Any:
     """Tuples to lists and mappings to dicts, recursively (the JSON form)."""
     if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
+        return {key: as_plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
+        return [as_plain(item) for item in value]
     return value
 
 
@@ -87,6 +87,6 @@ class ClaimEntry:
         entry["notes"] = list(self.notes)
         for key in self._OPTIONAL:
             if getattr(self, key) is not None:
-                entry[key] = _plain(getattr(self, key))
-        entry.update(_plain(self.extra))
+                entry[key] = as_plain(getattr(self, key))
+        entry.update(as_plain(self.extra))
         return entry
