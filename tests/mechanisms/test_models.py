@@ -12,6 +12,7 @@ from dpaudit.attacks.canaries import CanarySpec
 from dpaudit.mechanisms import ParameterError
 from dpaudit.mechanisms.models.networks import Stacked, build_model, per_example_gradients
 from dpaudit.mechanisms.models.training import Injected, Schedule, linear_clipped_sum, membership
+from tests.helpers import sample_threaded_and_serial
 
 pytest.importorskip("sklearn", reason="the bundled datasets need the 'models' extra (scikit-learn)")
 
@@ -85,6 +86,15 @@ def test_poisson_membership_has_the_rate():
     fixed = membership(100, 500, Schedule(1, 50, "without-replacement", 1.0, 1.0, 1.0, 0.0),
                        np.random.default_rng(3))
     assert bool((fixed.sum(dim=1) == 50).all())
+    everyone = membership(7, 30, Schedule(1, 30, "poisson", 1.0, 1.0, 1.0, 0.0), np.random.default_rng(3))
+    assert bool(everyone.all())  # rate 1: every gap is 1
+
+
+def test_model_sampling_is_independent_of_threads():
+    # the sparse batch sums and the reused buffers must not make a tile's result depend on its thread
+    mech = dpaudit.make("model", model="softmax", data="iris", steps=3, batch_size=16)
+    threaded, serial = sample_threaded_and_serial(mech, 2 * mech.tile_trials + 17, seed=4)
+    np.testing.assert_array_equal(threaded, serial)
 
 
 def test_claims_of_models():

@@ -20,6 +20,7 @@ import torch
 from dpaudit import mechanisms
 from dpaudit.mechanisms import Dataset, make
 from dpaudit.mechanisms.lssgd import laplacian_smooth
+from tests.helpers import sample_threaded_and_serial
 
 TRIALS = 40_000
 
@@ -323,14 +324,7 @@ def test_sampling_is_tiled_and_independent_of_threads():
     mech = make("pnsgd", n=5, dim=3, sigma=0.5)
     trials = 2 * tiles.TILE_TRIALS + 17
     assert tiles.tile_sizes(trials) == [tiles.TILE_TRIALS, tiles.TILE_TRIALS, 17]
-    previous = tiles.threads()
-    try:
-        tiles.set_threads(2)  # two threads even on a one-core machine, so the comparison means something
-        threaded = mech.sample(trials=trials, seed=4)
-        tiles.set_threads(1)
-        serial = mech.sample(trials=trials, seed=4)
-    finally:
-        tiles.set_threads(previous)
+    threaded, serial = sample_threaded_and_serial(mech, trials, seed=4)
     np.testing.assert_array_equal(threaded, serial)
     # tiles draw from different streams: no two tiles repeat each other
     assert not np.allclose(threaded[:17], threaded[tiles.TILE_TRIALS:tiles.TILE_TRIALS + 17])
