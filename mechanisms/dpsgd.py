@@ -233,8 +233,8 @@ class DPSGD(IterativeMechanism):
         positions = torch.arange(self.n).div(self.batch_size, rounding_mode="floor").expand(trials, -1)
         return torch.empty((trials, self.n), dtype=torch.long).scatter_(1, order, positions)
 
-    def _sample_steps(self, data: Dataset, trials: int, rng: np.random.Generator,
-                      dtype: torch.dtype) -> torch.Tensor:
+    def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
+                dtype: torch.dtype) -> torch.Tensor:
         """Every sampling, every output: the last iterate ``(trials, d)`` or all of them ``(trials, T d)``."""
         loss = self.loss_function
         domain = self.domain_set
@@ -247,13 +247,16 @@ class DPSGD(IterativeMechanism):
             for position, vector in injected.items():
                 table[position] = vector
         theta = self.start(trials, dtype)
-        released = torch.empty((trials, self.output_dim), dtype=dtype)
+        iterates = self.output == "iterates"
+        released = torch.empty((trials, self.output_dim), dtype=dtype) if iterates else None
         source = noise.StepNoise("gaussian", (trials, self.dim), rng, dtype)
         shuffled, per_epoch = self.sampling in SHUFFLED, self.batches_per_epoch
-        # Constant gradients, subsampled batches: only the records with a non-zero gradient are drawn
+        # Constant gradients, subsampled batches: zero-gradient records add nothing to the sum, so
+        # only the membership of the others is drawn (exactly; see ``membership``).
         active = torch.nonzero(torch.linalg.vector_norm(table, dim=1) > 0).flatten() if constant else None
         sparse = constant and not shuffled and active.numel() < self.n and (
             self.sampling == "poisson" or active.numel() <= _SELECTION_SAMPLING_MAX)
+        scaled = table[active] / self.batch_size if sparse else None
         batch_of = sums = None
         for step in range(self.steps):
             slot = step % per_epoch
@@ -262,65 +265,26 @@ class DPSGD(IterativeMechanism):
                 if constant:  # the sum of every batch of the epoch at once
                     sums = torch.zeros((trials, per_epoch, self.dim), dtype=dtype).scatter_add_(
                         1, batch_of.unsqueeze(-1).expand(-1, -1, self.dim), table.expand(trials, -1, -1))
-            if constant and shuffled:
-                gradient = sums[:, slot].clone()
-            elif sparse:
-                gradient = self.membership(trials, active.numel(), rng, dtype) @ table[active]
-            else:
-                mask = (batch_of == slot).to(dtype) if shuffled else self.batch_mask(trials, rng, dtype)
-                if constant:
-                    gradient = mask @ table
-                else:
-                    per_record = loss.gradient(theta.unsqueeze(1), records.unsqueeze(0))
-                    for position, vector in injected.items():
-                        per_record[:, position] = vector
-                    gradient = torch.einsum("tn,tnd->td", mask, per_record)
-            gradient = gradient.div_(self.batch_size).add_(source.next(), alpha=self.noise_std)
-            theta = domain.project_(theta.sub_(self.direction(gradient), alpha=self.eta))
-            if self.output == "iterates":
-                released[:, step * self.dim:(step + 1) * self.dim] = theta
-        if self.output != "iterates":
-            released[:] = theta
-        return released
-
-    def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
-                dtype: torch.dtype) -> torch.Tensor:
-        if self.output == "iterates" or self.sampling in SHUFFLED:
-            return self._sample_steps(data, trials, rng, dtype)
-        loss = self.loss_function
-        domain = self.domain_set
-        records = loss.prepare(torch.as_tensor(data.records, dtype=dtype))
-        injected = {k: _clip_rows(v, loss.lipschitz) for k, v in injected_rows(data, self.dim, dtype).items()}
-        constant = loss.name == "linear"
-        if constant:
-            table = loss.gradient(torch.zeros(self.dim, dtype=dtype), records).clone()
-            for position, vector in injected.items():
-                table[position] = vector
-        theta = self.start(trials, dtype)
-        # Constant gradients: zero-gradient records add nothing to the sum, so only
-        # the membership of the others is drawn (exactly; see ``membership``).
-        active = torch.nonzero(torch.linalg.vector_norm(table, dim=1) > 0).flatten() if constant else None
-        sparse = constant and active.numel() < self.n and (
-            self.sampling == "poisson" or active.numel() <= _SELECTION_SAMPLING_MAX)
-        source = noise.StepNoise("gaussian", (trials, self.dim), rng, dtype)
-        scaled = table[active] / self.batch_size if sparse else None
-        for _ in range(self.steps):
-            if sparse:
-                gradient = self.membership(trials, active.numel(), rng, dtype)
-            elif constant:
-                gradient = self.batch_mask(trials, rng, dtype) @ table
-            else:
-                mask = self.batch_mask(trials, rng, dtype)
-                per_record = loss.gradient(theta.unsqueeze(1), records.unsqueeze(0))
-                for position, vector in injected.items():
-                    per_record[:, position] = vector
-                gradient = torch.einsum("tn,tnd->td", mask, per_record)
             if sparse:  # sigma z + membership @ (rows / m) in one product, in place on this step's noise
-                gradient = source.next().addmm_(gradient, scaled, beta=self.noise_std)
+                membership = self.membership(trials, active.numel(), rng, dtype)  # drawn before the noise
+                gradient = source.next().addmm_(membership, scaled, beta=self.noise_std)
             else:
+                if constant and shuffled:
+                    gradient = sums[:, slot].clone()
+                else:
+                    mask = (batch_of == slot).to(dtype) if shuffled else self.batch_mask(trials, rng, dtype)
+                    if constant:
+                        gradient = mask @ table
+                    else:
+                        per_record = loss.gradient(theta.unsqueeze(1), records.unsqueeze(0))
+                        for position, vector in injected.items():
+                            per_record[:, position] = vector
+                        gradient = torch.einsum("tn,tnd->td", mask, per_record)
                 gradient = gradient.div_(self.batch_size).add_(source.next(), alpha=self.noise_std)
             theta = domain.project_(theta.sub_(self.direction(gradient), alpha=self.eta))
-        return theta
+            if iterates:
+                released[:, step * self.dim:(step + 1) * self.dim] = theta
+        return released if iterates else theta
 
     def exact_output_laws(self, data_a: Dataset, data_b: Dataset):
         """Exact laws of the last iterate on whole-space, linear-loss instances (``accounting.training_laws``).
