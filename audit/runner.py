@@ -384,16 +384,19 @@ class _StoreSource:
         self.plan, self.store, self.index, self.limit = plan, store, index, limit
 
     def calibration(self) -> tuple[np.ndarray, np.ndarray]:
-        cal_a = self.store.get_chunks(self.plan.audit_id, self.index, "a", "cal")
-        cal_b = self.store.get_chunks(self.plan.audit_id, self.index, "b", "cal")
-        if _fitted(self.plan):
-            return self.plan.scorers[self.index](cal_a), self.plan.scorers[self.index](cal_b)
+        # a score with a known law (chosen by a portfolio or named): thresholds chosen on scores drawn
+        # from that law, which are independent of every trial and, unlike the calibration trials, as many
+        # as the certification trials (the tail the threshold sits in holds tens of them, not a few)
         reference = getattr(self.plan.scorers[self.index], "reference", None)
-        if reference is not None:  # a score with a known law: thresholds chosen on scores drawn from it
+        if reference is not None:
             try:
                 return reference(self.plan.n_cert, self.plan.job.settings.seed)
             except NotExact:
                 pass
+        cal_a = self.store.get_chunks(self.plan.audit_id, self.index, "a", "cal")
+        cal_b = self.store.get_chunks(self.plan.audit_id, self.index, "b", "cal")
+        if _fitted(self.plan):
+            return self.plan.scorers[self.index](cal_a), self.plan.scorers[self.index](cal_b)
         return cal_a, cal_b
 
     def chunks(self, side: str) -> Iterator[np.ndarray]:
