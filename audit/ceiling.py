@@ -2,7 +2,9 @@
 
 When the score distributions are known (``FPR(t)`` and ``FNR(t)``), the
 ceiling is the bound computed from the *expected* counts at the best
-threshold, with Clopper-Pearson upper bounds at ``beta / 2`` per error rate.
+threshold, by the better of the two ways an audit certifies: Clopper-Pearson
+upper bounds at ``beta / 2`` per error rate, or the conditional bound on
+their ratio (``audit.conditional``).
 A report shows it next to the audit so that statistical slack can be told
 apart from attack weakness.
 """
@@ -14,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.stats import norm
 
+from dpaudit.audit.conditional import conditional_epsilon, conditional_epsilon_estimate
 from dpaudit.audit.confidence import check_confidence, check_delta, cp_upper
 from dpaudit.mechanisms.validation import check_int
 
@@ -45,7 +48,22 @@ def statistical_ceiling(false_positive_rate: Callable[[np.ndarray], np.ndarray],
         forward = np.log(np.maximum(1 - delta - fnr_hi, 0.0) / fpr_hi)
         backward = np.log(np.maximum(1 - delta - fpr_hi, 0.0) / fnr_hi)
     values = np.nan_to_num(np.maximum(forward, backward), nan=-np.inf)
-    return max(float(values.max()), 0.0)
+    return max(float(values.max()), _conditional_ceiling(fp, fn, trials, delta, beta), 0.0)
+
+
+def _conditional_ceiling(fp: np.ndarray, fn: np.ndarray, trials: int, delta: float, beta: float,
+                         exact: int = 8) -> float:
+    """The best conditional bound (``audit.conditional``) at expected counts: estimated over the grid, exact
+    at the ``exact`` best thresholds of the estimate."""
+    forward = conditional_epsilon_estimate(trials - fn, trials, fp, trials, delta=delta, failure=beta)
+    backward = conditional_epsilon_estimate(trials - fp, trials, fn, trials, delta=delta, failure=beta)
+    best = -np.inf
+    for values, big, small in ((forward, trials - fn, fp), (backward, trials - fp, fn)):
+        for k in np.argsort(values)[-exact:]:
+            if np.isfinite(values[k]):
+                best = max(best, conditional_epsilon(int(big[k]), trials, int(small[k]), trials, delta=delta,
+                                                     failure=beta))
+    return float(best)
 
 
 def gaussian_ceiling(mu: float, *, trials: int, delta: float, confidence: float = 0.95) -> float:

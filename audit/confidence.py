@@ -48,6 +48,11 @@ class ThresholdPlan:
     sign: float
     thresholds: np.ndarray
     calibration: dict[str, int]
+    #: how the epsilon bound is certified: "clopper-pearson" (each rate on its own) or "conditional"
+    #: (the ratio of the two rates in one step, ``audit.conditional``; one threshold)
+    method: str = "clopper-pearson"
+    #: for "conditional": the region of the ratio, 0 ``score >= t`` (likely under S'), 1 ``score < t``
+    direction: int = 0
 
     @property
     def orientation(self) -> str:

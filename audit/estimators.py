@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
+from dpaudit.audit.conditional import RATE_SHARE, conditional_epsilon, conditional_epsilon_estimate
 from dpaudit.audit.confidence import (
     Counts,
     ThresholdPlan,
@@ -260,20 +261,66 @@ def _round_down(value: float) -> float:
 
 
 # -- epsilon -----------------------------------------------------------------------
+def _choose_conditional(cal_a, cal_b, beta: float, delta: float) -> tuple[float, float, int]:
+    """Threshold, calibration value and region of the best conditional bound (``audit.conditional``)."""
+    candidates = _candidates(cal_a, cal_b)
+    fp, fn = error_counts(cal_a, cal_b, candidates)
+    n_a, n_b = cal_a.size, cal_b.size
+    forward = conditional_epsilon_estimate(n_b - fn, n_b, fp, n_a, delta=delta, failure=beta)  # score >= t
+    backward = conditional_epsilon_estimate(n_a - fp, n_a, fn, n_b, delta=delta, failure=beta)  # score < t
+    values = np.maximum(forward, backward)
+    best = int(np.argmax(values))
+    return float(candidates[best]), float(values[best]), int(backward[best] > forward[best])
+
+
 def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: str = "split",
                  grid_size: int = 32) -> ThresholdPlan:
-    """Orientation and thresholds of :func:`epsilon_lower_bound`, from calibration scores only."""
+    """Orientation, thresholds and method of :func:`epsilon_lower_bound`, from calibration scores only.
+
+    With ``threshold="split"`` the method is chosen too: each rate bounded on
+    its own, or their ratio in one step (``audit.conditional``), whichever
+    certifies more on the calibration scores.
+    """
     delta, beta = check_delta(delta), 1 - check_confidence(confidence)
     objective = _epsilon_objective(delta)
     sign = _orientation(cal_a, cal_b, beta / 2, objective)
-    thresholds = _thresholds(threshold, sign * cal_a, sign * cal_b, beta, grid_size, objective)
-    return ThresholdPlan(sign, thresholds, _calibration_sizes(cal_a, cal_b))
+    sizes = _calibration_sizes(cal_a, cal_b)
+    if threshold != "split":
+        return ThresholdPlan(sign, _thresholds(threshold, sign * cal_a, sign * cal_b, beta, grid_size, objective),
+                             sizes)
+    chosen, value = _choose_threshold(sign * cal_a, sign * cal_b, beta / 2, objective)
+    joint = max(((*_choose_conditional(s * cal_a, s * cal_b, beta, delta), s) for s in (1.0, -1.0)),
+                key=lambda row: row[1])
+    if joint[1] > value:
+        return ThresholdPlan(joint[3], np.array([joint[0]]), sizes, method="conditional", direction=joint[2])
+    return ThresholdPlan(sign, np.array([chosen]), sizes)
+
+
+def _finish_conditional(plan: ThresholdPlan, counts: Counts, delta: float, beta: float) -> EpsilonBound:
+    fp, fn = float(counts.false_positives[0]), float(counts.false_negatives[0])
+    if plan.direction == 0:  # the region score >= t: likely under S' (its count: trials_b - fn), rare under S
+        value = conditional_epsilon(counts.trials_b - fn, counts.trials_b, fp, counts.trials_a, delta=delta,
+                                    failure=beta)
+    else:
+        value = conditional_epsilon(counts.trials_a - fp, counts.trials_a, fn, counts.trials_b, delta=delta,
+                                    failure=beta)
+    per_rate = beta * RATE_SHARE / 3
+    return EpsilonBound(
+        epsilon_lower_bound=_round_down(value), delta=delta, confidence=1 - beta, method="conditional/split",
+        threshold=float(plan.thresholds[0]), orientation=plan.orientation,
+        direction=("log((1-delta-FNR)/FPR)", "log((1-delta-FPR)/FNR)")[plan.direction],
+        false_positive_rate_upper=float(cp_upper(fp, counts.trials_a, per_rate)[()]),
+        false_negative_rate_upper=float(cp_upper(fn, counts.trials_b, per_rate)[()]), trials=counts.trials(plan),
+        failure_split={"beta": beta, "odds_ratio": beta * (1 - RATE_SHARE), "rates": 3, "thresholds": 1,
+                       "per_rate": per_rate})
 
 
 def finish_epsilon(plan: ThresholdPlan, counts: Counts, *, delta: float, confidence: float,
                    threshold: str = "split") -> EpsilonBound:
     """The certified epsilon bound from the error counts at ``plan``'s thresholds."""
     delta, beta = check_delta(delta), 1 - check_confidence(confidence)
+    if plan.method == "conditional":
+        return _finish_conditional(plan, counts, delta, beta)
     split = _failure_split(beta, plan)
     fpr_hi = cp_upper(counts.false_positives, counts.trials_a, split["per_rate"])
     fnr_hi = cp_upper(counts.false_negatives, counts.trials_b, split["per_rate"])
