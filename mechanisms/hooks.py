@@ -108,6 +108,9 @@ class AuditHooks:
     def score_law(self, data_a: Dataset, data_b: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The law of the ``exact`` score under ``S`` and ``S'``: ``(values, mass_a, mass_b)`` (for the ceiling).
 
+        Exact, or simulated from the known laws when only they are known (say
+        so, with the simulation's error, in the override's docstring).
+
         Raises
         ------
         NotExact
