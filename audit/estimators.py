@@ -15,7 +15,7 @@ in the result. Each estimator's statement holds at its own confidence
 (several estimators on the same scores are not simultaneous).
 
 Orientation: whether high or low scores point to ``S'`` is chosen on the
-calibration scores (:func:`_orientation`), so either order of the two arrays
+calibration scores (:func:`dpaudit.audit.thresholds.orientation`), so either order of the two arrays
 gives the same bound and the choice costs nothing.
 
 Strategies: ``"split"`` certifies at the one threshold whose bound is
@@ -44,14 +44,23 @@ from dpaudit.audit.confidence import (
     ThresholdPlan,
     check_confidence,
     check_delta,
-    check_scores,
     cp_upper,
     error_counts,
-    split_calibration,
+)
+from dpaudit.audit.thresholds import (
+    STRATEGIES,
+    calibration_sizes,
+    candidate_thresholds,
+    choose_threshold,
+    failure_split,
+    orientation,
+    prepare_scores,
+    quantile_grid,
+    round_down,
+    thresholds_for,
 )
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_choice
 
 __all__ = [
     "Counts",
@@ -71,7 +80,6 @@ __all__ = [
     "profile_lower_bound",
 ]
 
-STRATEGIES = ("split", "union")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -165,105 +173,14 @@ def _mu_objective(fpr: np.ndarray, fnr: np.ndarray):
     return np.nan_to_num(value, nan=-np.inf, posinf=np.inf), np.zeros(value.shape, dtype=int)
 
 
-#: The mu bound's threshold is chosen at a level this much stricter than nominal (see _choose_threshold).
+#: The mu bound's threshold is chosen at a level this much stricter than nominal (see choose_threshold).
 MU_SELECTION_LEVEL = 0.01
-
-
-# -- threshold choice on calibration scores ----------------------------------
-def _candidates(cal_a: np.ndarray, cal_b: np.ndarray, limit: int = 4000) -> np.ndarray:
-    pooled = np.unique(np.concatenate([cal_a, cal_b]))
-    if pooled.size > limit:
-        ranks = np.unique(np.concatenate([
-            np.linspace(0, pooled.size - 1, limit // 2),
-            np.geomspace(1, pooled.size, limit // 4) - 1,
-            pooled.size - np.geomspace(1, pooled.size, limit // 4),
-        ]).round().astype(int))
-        pooled = pooled[ranks]
-    return pooled
-
-
-def _choose_threshold(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0) -> tuple[float, float]:
-    """The candidate whose bound, certified on the calibration scores themselves, is largest.
-
-    Certifying on calibration penalises thresholds in thin tails where the
-    calibration counts are mostly noise (maximising raw rates there picks
-    lucky fluctuations). The epsilon bound lives in the tails and uses the
-    nominal level; the mu bound is best near the centre and uses a level 100
-    times stricter (``selection_level``, :data:`MU_SELECTION_LEVEL`), which penalises thin tails
-    harder. Over 8 seeded audits of a mu = 1 Gaussian with 10^6 trials per
-    side this reached 0.975 of the oracle ceiling in epsilon and 0.995 in mu
-    on average. Only the choice changes: the bound is certified on other data.
-    """
-    candidates = _candidates(cal_a, cal_b)
-    fp, fn = error_counts(cal_a, cal_b, candidates)
-    level = failure * selection_level
-    values, _ = objective(cp_upper(fp, cal_a.size, level), cp_upper(fn, cal_b.size, level))
-    best = int(np.argmax(values))
-    return float(candidates[best]), float(values[best])
-
-
-def _orientation(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0) -> float:
-    """``+1.0`` when high scores point to ``S'`` on the calibration scores, ``-1.0`` when low ones do.
-
-    The orientation whose best calibration bound is larger wins; scores are
-    negated for ``"smaller under S'"``. Only calibration data decide, so the
-    choice costs nothing in the failure probability, and swapping the two
-    datasets (or a score oriented the other way) never turns a strong result
-    into 0.
-    """
-    forward = _choose_threshold(cal_a, cal_b, failure, objective, selection_level)[1]
-    backward = _choose_threshold(-cal_a, -cal_b, failure, objective, selection_level)[1]
-    return -1.0 if backward > forward else 1.0
-
-
-def _grid(cal_a, cal_b, size: int) -> np.ndarray:
-    """``size`` thresholds at log-spaced tail quantiles of both calibration arrays."""
-    half = max(size // 2, 1)
-    tails = np.geomspace(1.0 / max(cal_a.size, cal_b.size), 0.5, half)
-    grid = np.concatenate([np.quantile(cal_a, 1 - tails), np.quantile(cal_b, tails)])
-    return np.unique(grid)[:size]
-
-
-def _prepare(scores_a, scores_b, calibration, calibration_fraction, seed):
-    scores_a = check_scores("scores_a", scores_a)
-    scores_b = check_scores("scores_b", scores_b)
-    if calibration is None:
-        return split_calibration(scores_a, scores_b, calibration_fraction, seed)
-    if len(calibration) != 2:
-        raise ParameterError("calibration must be a pair (calibration_a, calibration_b)")
-    return (check_scores("calibration_a", calibration[0]), check_scores("calibration_b", calibration[1]),
-            scores_a, scores_b)
-
-
-def _thresholds(strategy, cal_a, cal_b, beta, grid_size, objective, selection_level: float = 1.0):
-    check_choice("threshold", strategy, STRATEGIES)
-    if strategy == "split":
-        return np.array([_choose_threshold(cal_a, cal_b, beta / 2, objective, selection_level)[0]])
-    if grid_size < 1:
-        raise ParameterError(f"grid_size must be >= 1, got grid_size={grid_size}")
-    return _grid(cal_a, cal_b, grid_size)
-
-
-def _calibration_sizes(cal_a: np.ndarray, cal_b: np.ndarray) -> dict[str, int]:
-    return {"calibration_a": int(cal_a.size), "calibration_b": int(cal_b.size)}
-
-
-def _failure_split(beta: float, plan: ThresholdPlan) -> dict[str, Any]:
-    size = int(plan.thresholds.size)
-    return {"beta": beta, "rates": 2, "thresholds": size, "per_rate": beta / (2 * size)}
-
-
-def _round_down(value: float) -> float:
-    # a certified lower bound must never be overstated
-    if not np.isfinite(value) or value <= 0:
-        return 0.0
-    return max(float(np.nextafter(value, -np.inf)), 0.0)
 
 
 # -- epsilon -----------------------------------------------------------------------
 def _choose_conditional(cal_a, cal_b, beta: float, delta: float) -> tuple[float, float, int]:
     """Threshold, calibration value and region of the best conditional bound (``audit.conditional``)."""
-    candidates = _candidates(cal_a, cal_b)
+    candidates = candidate_thresholds(cal_a, cal_b)
     fp, fn = error_counts(cal_a, cal_b, candidates)
     n_a, n_b = cal_a.size, cal_b.size
     forward = conditional_epsilon_estimate(n_b - fn, n_b, fp, n_a, delta=delta, failure=beta)  # score >= t
@@ -283,12 +200,12 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
     """
     delta, beta = check_delta(delta), 1 - check_confidence(confidence)
     objective = _epsilon_objective(delta)
-    sign = _orientation(cal_a, cal_b, beta / 2, objective)
-    sizes = _calibration_sizes(cal_a, cal_b)
+    sign = orientation(cal_a, cal_b, beta / 2, objective)
+    sizes = calibration_sizes(cal_a, cal_b)
     if threshold != "split":
-        return ThresholdPlan(sign, _thresholds(threshold, sign * cal_a, sign * cal_b, beta, grid_size, objective),
+        return ThresholdPlan(sign, thresholds_for(threshold, sign * cal_a, sign * cal_b, beta, grid_size, objective),
                              sizes)
-    chosen, value = _choose_threshold(sign * cal_a, sign * cal_b, beta / 2, objective)
+    chosen, value = choose_threshold(sign * cal_a, sign * cal_b, beta / 2, objective)
     joint = max(((*_choose_conditional(s * cal_a, s * cal_b, beta, delta), s) for s in (1.0, -1.0)),
                 key=lambda row: row[1])
     if joint[1] > value:
@@ -306,7 +223,7 @@ def _finish_conditional(plan: ThresholdPlan, counts: Counts, delta: float, beta:
                                     failure=beta)
     per_rate = beta * RATE_SHARE / 3
     return EpsilonBound(
-        epsilon_lower_bound=_round_down(value), delta=delta, confidence=1 - beta, method="conditional/split",
+        epsilon_lower_bound=round_down(value), delta=delta, confidence=1 - beta, method="conditional/split",
         threshold=float(plan.thresholds[0]), orientation=plan.orientation,
         direction=("log((1-delta-FNR)/FPR)", "log((1-delta-FPR)/FNR)")[plan.direction],
         false_positive_rate_upper=float(cp_upper(fp, counts.trials_a, per_rate)[()]),
@@ -321,13 +238,13 @@ def finish_epsilon(plan: ThresholdPlan, counts: Counts, *, delta: float, confide
     delta, beta = check_delta(delta), 1 - check_confidence(confidence)
     if plan.method == "conditional":
         return _finish_conditional(plan, counts, delta, beta)
-    split = _failure_split(beta, plan)
+    split = failure_split(beta, plan)
     fpr_hi = cp_upper(counts.false_positives, counts.trials_a, split["per_rate"])
     fnr_hi = cp_upper(counts.false_negatives, counts.trials_b, split["per_rate"])
     values, directions = _epsilon_objective(delta)(fpr_hi, fnr_hi)
     best = int(np.argmax(values))
     return EpsilonBound(
-        epsilon_lower_bound=_round_down(values[best]), delta=delta, confidence=1 - beta,
+        epsilon_lower_bound=round_down(values[best]), delta=delta, confidence=1 - beta,
         method=f"clopper-pearson/{threshold}", threshold=float(plan.thresholds[best]),
         orientation=plan.orientation,
         direction=("log((1-delta-FNR)/FPR)", "log((1-delta-FPR)/FNR)")[int(directions[best])],
@@ -362,7 +279,7 @@ def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float =
         ``epsilon_lower_bound >= 0``; 0 means nothing was shown.
     """
     check_delta(delta), check_confidence(confidence)
-    cal_a, cal_b, cert_a, cert_b = _prepare(scores_a, scores_b, calibration, calibration_fraction, seed)
+    cal_a, cal_b, cert_a, cert_b = prepare_scores(scores_a, scores_b, calibration, calibration_fraction, seed)
     plan = plan_epsilon(cal_a, cal_b, delta=delta, confidence=confidence, threshold=threshold, grid_size=grid_size)
     return finish_epsilon(plan, Counts.of(plan, cert_a, cert_b), delta=delta, confidence=confidence,
                           threshold=threshold)
@@ -372,21 +289,21 @@ def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float =
 def plan_gdp(cal_a, cal_b, *, confidence: float, threshold: str = "split", grid_size: int = 32) -> ThresholdPlan:
     """Orientation and thresholds of :func:`gdp_lower_bound`, from calibration scores only."""
     beta = 1 - check_confidence(confidence)
-    sign = _orientation(cal_a, cal_b, beta / 2, _mu_objective, MU_SELECTION_LEVEL)
-    thresholds = _thresholds(threshold, sign * cal_a, sign * cal_b, beta, grid_size, _mu_objective,
+    sign = orientation(cal_a, cal_b, beta / 2, _mu_objective, MU_SELECTION_LEVEL)
+    thresholds = thresholds_for(threshold, sign * cal_a, sign * cal_b, beta, grid_size, _mu_objective,
                              MU_SELECTION_LEVEL)
-    return ThresholdPlan(sign, thresholds, _calibration_sizes(cal_a, cal_b))
+    return ThresholdPlan(sign, thresholds, calibration_sizes(cal_a, cal_b))
 
 
 def finish_gdp(plan: ThresholdPlan, counts: Counts, *, confidence: float, delta: float | None = None,
                threshold: str = "split") -> GDPBound:
     """The certified mu bound (and the epsilon mu-GDP would imply) from the counts."""
     beta = 1 - check_confidence(confidence)
-    split = _failure_split(beta, plan)
+    split = failure_split(beta, plan)
     values, _ = _mu_objective(cp_upper(counts.false_positives, counts.trials_a, split["per_rate"]),
                               cp_upper(counts.false_negatives, counts.trials_b, split["per_rate"]))
     best = int(np.argmax(values))
-    mu = _round_down(values[best])
+    mu = round_down(values[best])
     model_eps = None
     if delta is not None:
         model_eps = float(gaussian_epsilon(check_delta(delta), mu)) if delta > 0 else None
@@ -407,7 +324,7 @@ def gdp_lower_bound(scores_a, scores_b, *, confidence: float = 0.95, delta: floa
     exactly Gaussian-like, labelled as such.
     """
     check_confidence(confidence)
-    cal_a, cal_b, cert_a, cert_b = _prepare(scores_a, scores_b, calibration, calibration_fraction, seed)
+    cal_a, cal_b, cert_a, cert_b = prepare_scores(scores_a, scores_b, calibration, calibration_fraction, seed)
     plan = plan_gdp(cal_a, cal_b, confidence=confidence, threshold=threshold, grid_size=grid_size)
     return finish_gdp(plan, Counts.of(plan, cert_a, cert_b), confidence=confidence, delta=delta,
                       threshold=threshold)
@@ -424,15 +341,15 @@ def _check_epsilons(epsilons) -> np.ndarray:
 def plan_profile(cal_a, cal_b, *, confidence: float, grid_size: int = 32) -> ThresholdPlan:
     """Orientation and threshold grid of :func:`profile_lower_bound`, from calibration scores only."""
     beta = 1 - check_confidence(confidence)
-    sign = _orientation(cal_a, cal_b, beta / 2, _epsilon_objective(0.0))
-    return ThresholdPlan(sign, _grid(sign * cal_a, sign * cal_b, grid_size), _calibration_sizes(cal_a, cal_b))
+    sign = orientation(cal_a, cal_b, beta / 2, _epsilon_objective(0.0))
+    return ThresholdPlan(sign, quantile_grid(sign * cal_a, sign * cal_b, grid_size), calibration_sizes(cal_a, cal_b))
 
 
 def finish_profile(plan: ThresholdPlan, counts: Counts, *, epsilons, confidence: float) -> ProfileBound:
     """Certified ``delta_lb(eps)`` on the epsilon grid from the counts."""
     beta = 1 - check_confidence(confidence)
     grid_eps = _check_epsilons(epsilons)
-    split = _failure_split(beta, plan)
+    split = failure_split(beta, plan)
     fpr_hi = cp_upper(counts.false_positives, counts.trials_a, split["per_rate"])
     fnr_hi = cp_upper(counts.false_negatives, counts.trials_b, split["per_rate"])
     scale = np.exp(grid_eps)[:, None]
@@ -455,6 +372,6 @@ def profile_lower_bound(scores_a, scores_b, *, epsilons, confidence: float = 0.9
     """
     check_confidence(confidence)
     _check_epsilons(epsilons)
-    cal_a, cal_b, cert_a, cert_b = _prepare(scores_a, scores_b, calibration, calibration_fraction, seed)
+    cal_a, cal_b, cert_a, cert_b = prepare_scores(scores_a, scores_b, calibration, calibration_fraction, seed)
     plan = plan_profile(cal_a, cal_b, confidence=confidence, grid_size=grid_size)
     return finish_profile(plan, Counts.of(plan, cert_a, cert_b), epsilons=epsilons, confidence=confidence)
