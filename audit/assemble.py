@@ -20,6 +20,7 @@ from dpaudit.audit.streaming import ScoreSource, certify_source
 from dpaudit.audit.verdict import combine, compare
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.errors import NotExact
+from dpaudit.mechanisms.hooks import ScoreLaw
 
 __all__ = ["assemble", "claim_entries"]
 
@@ -50,13 +51,15 @@ def _exact(pair: CanaryPair, delta: float, certified: int, confidence: float) ->
     return claim, ceiling
 
 
-def _law_ceiling(pair: CanaryPair, delta: float, certified: int, confidence: float) -> float | None:
-    """The ceiling from the mechanism's own law of its exact score (``score_law``: e.g. every DP-SGD iterate)."""
+def _law_ceiling(pair: CanaryPair, delta: float, certified: int, confidence: float) -> tuple[float | None, str]:
+    """The ceiling from the mechanism's own law of its exact score (``score_law``: e.g. every DP-SGD iterate),
+    and how that law was obtained ("" when exact)."""
     try:
         law = pair.mechanism.score_law(pair.dataset_a, pair.dataset_b)
     except NotExact:
-        return None
-    return exact_ceiling(*law, trials=certified, delta=delta, confidence=confidence)
+        return None, ""
+    source = law.source if isinstance(law, ScoreLaw) and law.source != "exact" else ""
+    return exact_ceiling(*law, trials=certified, delta=delta, confidence=confidence), source
 
 
 def claim_entries(mechanism, index: int | None, delta: float) -> list[ClaimEntry]:
@@ -78,11 +81,13 @@ def _index_result(job: AuditJob, pair: CanaryPair, source: ScoreSource, confiden
         claims.append(exact[0])
     empirical = Empirical.from_certification(certification, trials)
     judged = compare(empirical.epsilon_lower_bound, claims, pair.relation)
+    ceiling, source = (exact[1], "") if exact else _law_ceiling(pair, settings.delta, certification.trials["a"],
+                                                                 confidence)
     return IndexResult(
         index=pair.index, empirical=empirical, claims=judged.with_slack(claims),
         verdict=judged.verdict, verdict_reason=judged.reason, violations=judged.violations,
         tightness=judged.tightness, distributions=certification.distributions,
-        ceiling=exact[1] if exact else _law_ceiling(pair, settings.delta, certification.trials["a"], confidence), theory_slack=judged.theory_slack())
+        ceiling=ceiling, ceiling_source=source, theory_slack=judged.theory_slack())
 
 
 def _attack(job: AuditJob, chosen: dict[int, str] | None, candidates: dict[int, tuple] | None) -> dict[str, Any]:

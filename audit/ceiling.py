@@ -52,7 +52,7 @@ def statistical_ceiling(false_positive_rate: Callable[[np.ndarray], np.ndarray],
 
 
 def _conditional_ceiling(fp: np.ndarray, fn: np.ndarray, trials: int, delta: float, beta: float,
-                         exact: int = 8) -> float:
+                         exact: int = 3) -> float:
     """The best conditional bound (``audit.conditional``) at expected counts: estimated over the grid, exact
     at the ``exact`` best thresholds of the estimate."""
     forward = conditional_epsilon_estimate(trials - fn, trials, fp, trials, delta=delta, failure=beta)

@@ -126,13 +126,14 @@ def conditional_epsilon_estimate(big, n_big: int, small, n_small: int, *, delta:
 
     Treats ``small`` given the total as binomial with success probability
     ``p_small / (p_big + p_small)`` (the limit of the exact law for small
-    rates) and bounds it by Clopper-Pearson.
+    rates), bounds it by Clopper-Pearson at the level of ``psi`` and takes the
+    single rates at their point estimates (their bounds cost little).
     """
     big, small = np.asarray(big, dtype=float), np.asarray(small, dtype=float)
     total = big + small
     with np.errstate(divide="ignore", invalid="ignore"):
         share_hi = np.where(small >= total, 1.0,
                             betaincinv(small + 1, np.maximum(total - small, 1e-300), 1 - failure * (1 - RATE_SHARE)))
-        rate_ratio = (1 - share_hi) / share_hi * (n_small / n_big)  # p_big / p_small, bounded below
-        psi = rate_ratio * (1 - small / n_small) / (1 - big / n_big)  # as odds, which _combine turns back
-    return _combine(np.nan_to_num(psi, nan=0.0, posinf=np.exp(_LOG_PHI)), big, n_big, small, n_small, delta, failure)
+        ratio = (1 - share_hi) / share_hi * (n_small / n_big) * (1 - delta * n_big / big)  # (p_big - delta) / p_small
+        value = np.where(ratio > 0, np.log(np.where(ratio > 0, ratio, 1.0)), -np.inf)
+    return np.nan_to_num(value, nan=-np.inf)

@@ -141,6 +141,8 @@ class IndexResult:
     distributions: Mapping[str, Any]
     ceiling: float | None
     theory_slack: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: how the ceiling's score law was obtained: "" (none, or exact) or how it was simulated
+    ceiling_source: str = ""
 
     @classmethod
     def from_dict(cls, entry: Mapping[str, Any]) -> "IndexResult":
@@ -148,14 +150,16 @@ class IndexResult:
                    claims=tuple(ClaimEntry.from_dict(c) for c in entry["claims"]), verdict=entry["verdict"],
                    verdict_reason=entry["verdict_reason"], violations=tuple(entry["violations"]),
                    tightness=dict(entry["tightness"]), distributions=entry["distributions"],
-                   ceiling=entry.get("ceiling"), theory_slack=dict(entry.get("theory_slack") or {}))
+                   ceiling=entry.get("ceiling"), theory_slack=dict(entry.get("theory_slack") or {}),
+                   ceiling_source=entry.get("ceiling_source", ""))
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "empirical": self.empirical.to_dict(),
                 "claims": [c.to_dict() for c in self.claims], "verdict": self.verdict,
                 "verdict_reason": self.verdict_reason, "violations": list(self.violations),
                 "tightness": dict(self.tightness), "distributions": _plain(self.distributions),
-                "ceiling": self.ceiling, "theory_slack": _plain(self.theory_slack)}
+                "ceiling": self.ceiling, "ceiling_source": self.ceiling_source,
+                "theory_slack": _plain(self.theory_slack)}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -16,8 +16,19 @@ import numpy as np
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.errors import NotExact, ParameterError
 
-__all__ = ["AuditHooks"]
+__all__ = ["AuditHooks", "ScoreLaw"]
 
+
+
+class ScoreLaw(tuple):
+    """``(values, mass_a, mass_b)`` of a score, with ``source``: ``"exact"`` or how it was simulated."""
+
+    source: str
+
+    def __new__(cls, values: np.ndarray, mass_a: np.ndarray, mass_b: np.ndarray, source: str = "exact"):
+        law = super().__new__(cls, (values, mass_a, mass_b))
+        law.source = source
+        return law
 
 class AuditHooks:
     """Capabilities a mechanism may offer to attacks, accountants and reports, with their defaults."""
@@ -108,8 +119,10 @@ class AuditHooks:
     def score_law(self, data_a: Dataset, data_b: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The law of the ``exact`` score under ``S`` and ``S'``: ``(values, mass_a, mass_b)`` (for the ceiling).
 
-        Exact, or simulated from the known laws when only they are known (say
-        so, with the simulation's error, in the override's docstring).
+        Exact, or simulated from the known laws when only they are known: then
+        return a :class:`ScoreLaw` whose ``source`` says so, with the number of
+        draws (results and reports show it beside the ceiling), and give the
+        simulation's error in the override's docstring.
 
         Raises
         ------

@@ -113,6 +113,10 @@ def reading_guide(result: Result) -> list[tuple[str, str]]:
          "would raise it."),
         ("Tightness", "certified lower bound divided by a claim: near 1 the claim is tight for this canary."),
     ]
+    sources = sorted({row.ceiling_source for row in result.per_index if row.ceiling_source})
+    if sources:
+        guide.append(("Simulated ceiling", "the score's law behind a ceiling marked (simulated) is "
+                      + "; ".join(sources) + ": the ceiling carries that sampling error."))
     if count > 1 and per_index is not None:
         guide.append(("Per-index confidence", f"each of the {count} canary positions is certified at confidence "
                       f"{_plain_num(per_index, '.4g')}, so that all {count} statements hold together with the "
@@ -183,7 +187,8 @@ def index_rows(result: Result) -> list[dict[str, str]]:
             "epsilon": _plain_num(certified, ".4f"), "mu": _plain_num(emp.mu_lower_bound, ".4f"),
             "claim": str(claim.name) if claim else "none applicable",
             "claim_epsilon": _plain_num(claim.epsilon) if claim else "n/a",
-            "exact": _plain_num(exact), "ceiling": _plain_num(row.ceiling),
+            "exact": _plain_num(exact),
+            "ceiling": _plain_num(row.ceiling) + (" (simulated)" if row.ceiling_source else ""),
             "tightness": _plain_num(ratio, ".3g") if ratio is not None else "n/a",
             "verdict": str(row.verdict),
         })

@@ -34,7 +34,7 @@ def ladder_table(results) -> str:
             else:
                 claims.append(f"<li><b>{escape(claim.name)}</b> not applicable: {escape(claim.reason)}</li>")
         rows.append(f"<tr><td>{escape(result.title)}</td><td>{escape(str(result.canary.get('relation')))}</td>"
-                    f"<td>{_number(row.empirical.epsilon_lower_bound)}</td><td>{_number(row.ceiling)}</td>"
+                    f"<td>{_number(row.empirical.epsilon_lower_bound)}</td><td>{_number(row.ceiling)}{' (simulated)' if row.ceiling_source else ''}</td>"
                     f"<td><ul>{''.join(claims)}</ul></td></tr>")
     return ("<table class='ladder'><thead><tr><th>threat model</th><th>relation</th><th>certified epsilon</th>"
             "<th>ceiling</th><th>claims at this delta</th></tr></thead><tbody>" + "".join(rows)

@@ -85,7 +85,8 @@ def bisect_decreasing(log_delta_of_eps, log_delta_target, upper, iterations: int
 
     ``log_delta_of_eps`` must be non-increasing in ``eps``. Where the target
     is met at ``eps = 0`` the answer is 0; where it is not met at ``upper``
-    the answer is ``inf``.
+    the answer is ``inf``. Stops early once every bracket is within a relative
+    ``1e-15`` (the upper end is returned, so the answer stays rounded up).
     """
     target = np.asarray(log_delta_target, dtype=float)
     upper = np.broadcast_to(np.asarray(upper, dtype=float), target.shape).copy()
@@ -94,6 +95,8 @@ def bisect_decreasing(log_delta_of_eps, log_delta_target, upper, iterations: int
     at_zero = log_delta_of_eps(low) <= target
     unreachable = log_delta_of_eps(high) > target
     for _ in range(iterations):
+        if np.all(high - low <= 1e-15 * np.maximum(high, 1.0)):  # as fine as a float lets it be: stop
+            break
         mid = 0.5 * (low + high)
         ok = log_delta_of_eps(mid) <= target
         high = np.where(ok, mid, high)

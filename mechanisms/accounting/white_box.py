@@ -38,6 +38,7 @@ from scipy import stats
 
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.errors import NotExact
+from dpaudit.mechanisms.hooks import ScoreLaw
 from dpaudit.mechanisms.kinds import SHUFFLED
 
 __all__ = ["step_sums", "steps_log_likelihood_ratio", "steps_reference_scores", "steps_score_law"]
@@ -214,18 +215,23 @@ def steps_score_law(mech, data_a: Dataset, data_b: Dataset) -> tuple[np.ndarray,
     ``1 / sqrt(100) = 10%``, about 0.1 in epsilon. For ``dp-sgd`` with
     ``n=1000, dim=1, batch_size=10, steps=100, noise_std=0.1`` (one shuffled
     epoch, the default canary; the ceiling is set by a false-negative rate
-    of 7e-5 to 8e-5) the shipped law gives 2.25 at ``9 * 10^4`` trials and
-    2.29 at ``10^5`` (``delta=1e-5``, confidence 0.95); over 8 seeds of the
-    simulation the ceiling's standard deviation is 0.07 and 0.09 (range 2.20
-    to 2.42 and 2.23 to 2.50). The law takes about 7 s to compute on one
-    core, then is kept.
+    of 7e-5 to 8e-5) the shipped law gives 2.47 at ``9 * 10^4`` trials
+    (``delta=1e-5``, confidence 0.95; 2.25 with each rate bounded alone,
+    docs/theory.md 3.2); over 8 seeds of the simulation the ceiling's
+    standard deviation was 0.07 (bounded alone). The law takes about 7 s to
+    compute on one core, then is kept. The returned :class:`ScoreLaw` says
+    which of the two it is (``source``).
     """
     c, d_a, d_b = _structure(mech, data_a, data_b)
     simulated = mech.sampling in SHUFFLED
     kind = ("simulated", SIMULATED_DRAWS) if simulated else ("exact",)
     key = (*kind, mech, c.tobytes(), d_a.tobytes(), d_b.tobytes())
     if key not in _LAWS:  # audits of one instance come in runs: the law is computed once
-        _LAWS[key] = _simulated_law(mech, data_a, data_b) if simulated else _score_law(mech, d_a, d_b)
+        if simulated:
+            _LAWS[key] = ScoreLaw(*_simulated_law(mech, data_a, data_b), source=(
+                f"simulated from the exact laws, {SIMULATED_DRAWS:,} draws per dataset (about +-0.1 in epsilon)"))
+        else:
+            _LAWS[key] = ScoreLaw(*_score_law(mech, d_a, d_b))
         while len(_LAWS) > 8:
             _LAWS.pop(next(iter(_LAWS)))
     return _LAWS[key]

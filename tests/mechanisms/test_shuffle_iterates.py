@@ -245,3 +245,13 @@ def test_audit_of_shuffled_iterates_reports_a_ceiling():
     law = mech.score_law(pair.dataset_a, pair.dataset_b)
     assert row.ceiling == pytest.approx(exact_ceiling(*law, trials=certified, delta=1e-5), abs=1e-9)
     assert 0 < row.empirical.epsilon_lower_bound < row.ceiling
+    # the ceiling says it is simulated, in the result, its JSON round trip and the Markdown report
+    assert row.ceiling_source.startswith("simulated from the exact laws, 1,000,000 draws per dataset")
+    assert type(result).from_dict(result.to_dict()).per_index[0].ceiling_source == row.ceiling_source
+    from dpaudit.reports.text import markdown
+
+    report = markdown(result)
+    assert "(simulated)" in report and "Simulated ceiling" in report
+    poisson = dpaudit.make("dp-sgd", sampling="poisson", **SMALL_SHUFFLED)
+    law = poisson.score_law(*(lambda p: (p.dataset_a, p.dataset_b))(CanarySpec(pair="zero").build(poisson, 50)))
+    assert law.source == "exact"
