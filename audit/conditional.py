@@ -32,7 +32,8 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import betaincinv, gammaln
 
-__all__ = ["RATE_SHARE", "conditional_epsilon", "conditional_epsilon_estimate", "odds_ratio_lower"]
+__all__ = ["RATE_SHARE", "conditional_epsilon", "conditional_epsilon_estimate", "conditional_parts",
+           "odds_ratio_lower"]
 
 RATE_SHARE = 0.1  #: the share of the failure probability the three single-rate bounds take (a third each)
 
@@ -61,8 +62,9 @@ def odds_ratio_lower(big: int, n_big: int, small: int, n_small: int, failure: fl
     ``P_phi(small <= x_obs)`` falls as ``phi`` grows; the bound is ``1 / phi_hi``
     with ``phi_hi`` the largest ``phi`` at which that probability is still at
     least ``failure`` (found by Brent's method on ``log phi`` and rounded up, so the
-    bound on ``psi`` is rounded down, then lowered by a relative 1e-9, far
-    above the rounding error of the sums). 0 when ``small`` is as large as the
+    bound on ``psi`` is rounded down, then lowered by a relative
+    ``1e-9 max(1, (n_big + n_small) / 1e6)``, above the rounding error of the
+    log-gamma differences at every size). 0 when ``small`` is as large as the
     total allows (nothing rules out any ``psi``).
     """
     big, small, n_big, n_small = int(big), int(small), int(n_big), int(n_small)
@@ -94,7 +96,9 @@ def odds_ratio_lower(big: int, n_big: int, small: int, n_small: int, failure: fl
     step = 1e-10
     while log_tail(hi, slice(None)) >= target:  # P falls as phi grows: a larger phi_hi only lowers the bound
         hi, step = min(hi + step, _LOG_PHI), 2 * step
-    return float(np.exp(-hi)) * (1 - 1e-9)  # below the rounding error of the sums: never overstated
+    # lowered by more than the rounding error of the log-weights (differences of log-gamma values of size
+    # n log n: about 1e-8 at n = 1e7), so never overstated
+    return float(np.exp(-hi)) * (1 - 1e-9 * max(1.0, (n_big + n_small) / 1e6))
 
 
 def _combine(psi_lower: np.ndarray, big: np.ndarray, n_big: int, small: np.ndarray, n_small: int,
@@ -116,8 +120,20 @@ def conditional_epsilon(big: int, n_big: int, small: int, n_small: int, *, delta
     ``big`` of ``n_big`` trials of one dataset and ``small`` of ``n_small``
     of the other fell in the region. ``-inf`` when nothing positive is certified.
     """
+    return conditional_parts(big, n_big, small, n_small, delta=delta, failure=failure)["epsilon"]
+
+
+def conditional_parts(big: int, n_big: int, small: int, n_small: int, *, delta: float,
+                      failure: float) -> dict[str, float]:
+    """:func:`conditional_epsilon` and the four bounds it is made of (for the result's record)."""
     psi = odds_ratio_lower(big, n_big, small, n_small, failure * (1 - RATE_SHARE))
-    return float(_combine(np.array([psi]), np.array([big]), n_big, np.array([small]), n_small, delta, failure)[0])
+    share = failure * RATE_SHARE / 3
+    epsilon = float(_combine(np.array([psi]), np.array([big]), n_big, np.array([small]), n_small, delta,
+                             failure)[0])
+    return {"epsilon": epsilon, "odds_ratio_lower": psi,
+            "big_rate_lower": float(_cp_lower(np.array(big), n_big, share)),
+            "big_rate_upper": float(_cp_upper(np.array(big), n_big, share)),
+            "small_rate_lower": float(_cp_lower(np.array(small), n_small, share))}
 
 
 def conditional_epsilon_estimate(big, n_big: int, small, n_small: int, *, delta: float,

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from dpaudit.audit.conditional import RATE_SHARE, conditional_epsilon, conditional_epsilon_estimate
+from dpaudit.audit.conditional import RATE_SHARE, conditional_epsilon_estimate, conditional_parts
 from dpaudit.audit.confidence import (
     Counts,
     ThresholdPlan,
@@ -97,6 +97,10 @@ class EpsilonBound:
     false_negative_rate_upper: float
     trials: dict[str, int]
     failure_split: dict[str, Any]
+    #: method "conditional/split" only: the bounds the certificate is made of (``audit.conditional``):
+    #: the odds ratio's lower limit and the big rate's bounds and the small rate's lower bound (the
+    #: rate uppers above are then Clopper-Pearson at ``per_rate``, for reading, not what certified)
+    conditional: dict[str, float] | None = None
 
     quantity = "epsilon >="
 
@@ -216,14 +220,14 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
 def _finish_conditional(plan: ThresholdPlan, counts: Counts, delta: float, beta: float) -> EpsilonBound:
     fp, fn = float(counts.false_positives[0]), float(counts.false_negatives[0])
     if plan.direction == 0:  # the region score >= t: likely under S' (its count: trials_b - fn), rare under S
-        value = conditional_epsilon(counts.trials_b - fn, counts.trials_b, fp, counts.trials_a, delta=delta,
-                                    failure=beta)
+        parts = conditional_parts(counts.trials_b - fn, counts.trials_b, fp, counts.trials_a, delta=delta,
+                                  failure=beta)
     else:
-        value = conditional_epsilon(counts.trials_a - fp, counts.trials_a, fn, counts.trials_b, delta=delta,
-                                    failure=beta)
+        parts = conditional_parts(counts.trials_a - fp, counts.trials_a, fn, counts.trials_b, delta=delta,
+                                  failure=beta)
     per_rate = beta * RATE_SHARE / 3
     return EpsilonBound(
-        epsilon_lower_bound=round_down(value), delta=delta, confidence=1 - beta, method="conditional/split",
+        epsilon_lower_bound=round_down(parts.pop("epsilon")), conditional=parts, delta=delta, confidence=1 - beta, method="conditional/split",
         threshold=float(plan.thresholds[0]), orientation=plan.orientation,
         direction=("log((1-delta-FNR)/FPR)", "log((1-delta-FPR)/FNR)")[plan.direction],
         false_positive_rate_upper=float(cp_upper(fp, counts.trials_a, per_rate)[()]),

@@ -69,6 +69,11 @@ def test_the_plan_chooses_the_conditional_bound_where_both_rates_are_small():
     bound = epsilon_lower_bound(a, b, delta=1e-5, seed=1)
     assert bound.method == "conditional/split"
     assert bound.failure_split["odds_ratio"] == pytest.approx(0.045)
+    # the record holds the bounds the certificate is made of, and they give back the certified value
+    parts = bound.conditional
+    ratio = parts["odds_ratio_lower"] * (1 - parts["big_rate_upper"]) / (1 - parts["small_rate_lower"]) * (
+        1 - 1e-5 / parts["big_rate_lower"])
+    assert bound.epsilon_lower_bound == pytest.approx(math.log(ratio), rel=1e-12)
     plan = plan_epsilon(a[:10_000], b[:10_000], delta=1e-5, confidence=0.95)
     counts = Counts.of(plan, a[10_000:], b[10_000:])
     per_rate = plan_epsilon(a[:10_000], b[:10_000], delta=1e-5, confidence=0.95, threshold="union", grid_size=1)
