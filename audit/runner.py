@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
 import logging
 import math
 import os
@@ -40,7 +39,8 @@ from dpaudit.audit.portfolio import Candidate, choose_score
 from dpaudit.audit.sequential import Looks, plan_looks
 from dpaudit.audit.result import AuditResult
 from dpaudit.audit.store import ChunkKey, Store, new_owner
-from dpaudit.mechanisms.errors import DPAuditError, NotExact, ParameterError
+from dpaudit.audit.store_source import store_sources
+from dpaudit.mechanisms.errors import DPAuditError, ParameterError
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -310,7 +310,7 @@ def _result(plan: _Plan, store: Store, look: int, computed: Counter, started: fl
     limit = plan.looks.chunks[look]
     used = plan.n_cal + sum(chunk_sizes(plan.n_cert, plan.job.settings.chunk_size)[:limit])
     total = len(store.finished_chunks(plan.audit_id))
-    return assemble(plan.job, _scores_of(plan, store, limit), chosen=plan.chosen, candidates=plan.candidates,
+    return assemble(plan.job, store_sources(plan, store, limit), chosen=plan.chosen, candidates=plan.candidates,
                     timings={"seconds": time.perf_counter() - started,
                              "chunk_seconds": store.chunk_seconds(plan.audit_id),
                              "chunks_computed": computed[plan.audit_id],
@@ -375,34 +375,3 @@ def _fit_scores(plan: _Plan, store: Store) -> None:
         else:
             plan.scorers[index] = plan.job.scores[0].fit(pair, None, None, settings.seed)
             plan.chosen[index] = plan.job.scores[0].name
-
-
-class _StoreSource:
-    """The scores of one canary position, read from the store (``audit.streaming.ScoreSource``)."""
-
-    def __init__(self, plan: _Plan, store: Store, index: int, limit: int) -> None:
-        self.plan, self.store, self.index, self.limit = plan, store, index, limit
-
-    def calibration(self) -> tuple[np.ndarray, np.ndarray]:
-        # a score with a known law (chosen by a portfolio or named): thresholds chosen on scores drawn
-        # from that law, which are independent of every trial and, unlike the calibration trials, as many
-        # as the certification trials (the tail the threshold sits in holds tens of them, not a few)
-        reference = getattr(self.plan.scorers[self.index], "reference", None)
-        if reference is not None:
-            try:
-                return reference(self.plan.n_cert, self.plan.job.settings.seed)
-            except NotExact:
-                pass
-        cal_a = self.store.get_chunks(self.plan.audit_id, self.index, "a", "cal")
-        cal_b = self.store.get_chunks(self.plan.audit_id, self.index, "b", "cal")
-        if _fitted(self.plan):
-            return self.plan.scorers[self.index](cal_a), self.plan.scorers[self.index](cal_b)
-        return cal_a, cal_b
-
-    def chunks(self, side: str) -> Iterator[np.ndarray]:
-        """The first ``limit`` certification chunks (all of them, unless the audit stops at a look)."""
-        return itertools.islice(self.store.iter_chunks(self.plan.audit_id, self.index, side, "cert"), self.limit)
-
-
-def _scores_of(plan: _Plan, store: Store, limit: int) -> dict[int, _StoreSource]:
-    return {index: _StoreSource(plan, store, index, limit) for index in plan.pairs}
