@@ -10,10 +10,7 @@ Exit 0 when nothing above ``--epsilon`` is certified, 1 when a violation is,
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import sys
-from pathlib import Path
 from typing import Any
 
 from dpaudit.cli import EXIT_OK, EXIT_VIOLATION, UsageError, count, emit_json
@@ -21,25 +18,15 @@ from dpaudit.cli import EXIT_OK, EXIT_VIOLATION, UsageError, count, emit_json
 
 def load_function(spec: str) -> Any:
     """The function ``spec`` names: ``file.py:name`` or ``module:name``."""
-    source, _, name = spec.rpartition(":")
-    if not source or not name:
-        raise UsageError(f"search: --function must be FILE.py:NAME or MODULE:NAME, got {spec!r}")
-    if source.endswith(".py"):
-        path = Path(source)
-        if not path.is_file():
-            raise UsageError(f"search: no such file {source!r} (--function {spec})")
-        module_spec = importlib.util.spec_from_file_location(f"_dpaudit_search_{path.stem}", path)
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[module_spec.name] = module  # the fingerprint reads the module's source
-        module_spec.loader.exec_module(module)
-    else:
-        try:
-            module = importlib.import_module(source)
-        except ImportError as exc:
-            raise UsageError(f"search: cannot import {source!r}: {exc}") from None
-    function = getattr(module, name, None)
+    from dpaudit.mechanisms.errors import ParameterError
+    from dpaudit.mechanisms.user_code import load_object
+
+    try:
+        function = load_object(spec, parameter="--function")
+    except ParameterError as exc:
+        raise UsageError(f"search: {exc}") from None
     if not callable(function):
-        raise UsageError(f"search: {source!r} has no function {name!r}")
+        raise UsageError(f"search: --function {spec!r} names {type(function).__name__}, not a function")
     return function
 
 

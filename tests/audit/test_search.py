@@ -105,7 +105,7 @@ def test_dpaudit_search_command(functions, capsys):
     assert main(["search", "--function", f"{path}:public_size", *common]) == 0
     assert "no violation" in capsys.readouterr().out
     assert main(["search", "--function", f"{path}:nothing", *common]) == 2
-    assert "has no function 'nothing'" in capsys.readouterr().err
+    assert "has no name 'nothing'" in capsys.readouterr().err
 
 
 def test_search_refuses_bad_input():
