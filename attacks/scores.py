@@ -110,7 +110,7 @@ def _exact(pair, cal_a, cal_b, seed):
     def exact(outputs: np.ndarray) -> np.ndarray:
         return mechanism.log_likelihood_ratio(np.asarray(outputs, dtype=float), pair.dataset_a, pair.dataset_b)
 
-    # scores drawn from the mechanism's known laws, to choose thresholds on (``audit.runner``; NotExact: none)
+    # scores drawn from the mechanism's known laws, to choose thresholds on (``audit.jobs.runner``; NotExact: none)
     exact.reference = lambda size, seed=0: mechanism.reference_scores(pair.dataset_a, pair.dataset_b, size, seed)
     return exact
 

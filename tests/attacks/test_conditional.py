@@ -1,4 +1,4 @@
-"""The conditional bound on a ratio of two rates (audit/conditional.py, docs/theory.md 3.2)."""
+"""The conditional bound on a ratio of two rates (audit/statistics/conditional.py, docs/theory.md 3.2)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy.stats.contingency import odds_ratio
 
-from dpaudit.audit.conditional import conditional_epsilon, conditional_epsilon_estimate, odds_ratio_lower
-from dpaudit.audit.confidence import Counts
-from dpaudit.audit.estimators import epsilon_lower_bound, finish_epsilon, plan_epsilon
+from dpaudit.audit.statistics.conditional import conditional_epsilon, conditional_epsilon_estimate, odds_ratio_lower
+from dpaudit.audit.statistics.confidence import Counts
+from dpaudit.audit.statistics.estimators import epsilon_lower_bound, finish_epsilon, plan_epsilon
 
 
 @pytest.mark.parametrize("big, n_big, small, n_small", [

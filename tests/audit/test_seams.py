@@ -13,8 +13,8 @@ import pytest
 
 import dpaudit
 from dpaudit.attacks.scores import SCORES, registered_scores
-from dpaudit.audit.confidence import cp_upper
-from dpaudit.audit.result import load_result
+from dpaudit.audit.statistics.confidence import cp_upper
+from dpaudit.audit.jobs.result import load_result
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.reports.render import render
 
@@ -56,9 +56,9 @@ def test_a_changed_score_class_is_a_different_audit():
             return lambda outputs: -super(Other, self).fit(pair, calibration_a, calibration_b, seed)(outputs)
 
     mech = dpaudit.make("gaussian", sigma=1.0)
-    first = dpaudit.audit.api.make_job(mech, score=MeanGapScore(), trials=TRIALS)
-    second = dpaudit.audit.api.make_job(mech, score=Other(), trials=TRIALS)
-    named = dpaudit.audit.api.make_job(mech, score="projection", trials=TRIALS)
+    first = dpaudit.audit.jobs.api.make_job(mech, score=MeanGapScore(), trials=TRIALS)
+    second = dpaudit.audit.jobs.api.make_job(mech, score=Other(), trials=TRIALS)
+    named = dpaudit.audit.jobs.api.make_job(mech, score="projection", trials=TRIALS)
     assert len({first.audit_id, second.audit_id, named.audit_id}) == 3
 
 

@@ -15,7 +15,7 @@ in the result. Each estimator's statement holds at its own confidence
 (several estimators on the same scores are not simultaneous).
 
 Orientation: whether high or low scores point to ``S'`` is chosen on the
-calibration scores (:func:`dpaudit.audit.thresholds.orientation`), so either order of the two arrays
+calibration scores (:func:`dpaudit.audit.statistics.thresholds.orientation`), so either order of the two arrays
 gives the same bound and the choice costs nothing.
 
 Strategies: ``"split"`` certifies at the one threshold whose bound is
@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from dpaudit.audit.conditional import RATE_SHARE, conditional_epsilon_estimate, conditional_parts
-from dpaudit.audit.confidence import (
+from dpaudit.audit.statistics.conditional import RATE_SHARE, conditional_epsilon_estimate, conditional_parts
+from dpaudit.audit.statistics.confidence import (
     Counts,
     ThresholdPlan,
     check_confidence,
@@ -47,7 +47,7 @@ from dpaudit.audit.confidence import (
     cp_upper,
     error_counts,
 )
-from dpaudit.audit.thresholds import (
+from dpaudit.audit.statistics.thresholds import (
     STRATEGIES,
     calibration_sizes,
     candidate_thresholds,
@@ -97,7 +97,7 @@ class EpsilonBound:
     false_negative_rate_upper: float
     trials: dict[str, int]
     failure_split: dict[str, Any]
-    #: method "conditional/split" only: the bounds the certificate is made of (``audit.conditional``):
+    #: method "conditional/split" only: the bounds the certificate is made of (``audit.statistics.conditional``):
     #: the odds ratio's lower limit and the big rate's bounds and the small rate's lower bound (the
     #: rate uppers above are then Clopper-Pearson at ``per_rate``, for reading, not what certified)
     conditional: dict[str, float] | None = None
@@ -183,7 +183,7 @@ MU_SELECTION_LEVEL = 0.01
 
 # -- epsilon -----------------------------------------------------------------------
 def _choose_conditional(cal_a, cal_b, beta: float, delta: float) -> tuple[float, float, int]:
-    """Threshold, calibration value and region of the best conditional bound (``audit.conditional``)."""
+    """Threshold, calibration value and region of the best conditional bound (``audit.statistics.conditional``)."""
     candidates = candidate_thresholds(cal_a, cal_b)
     fp, fn = error_counts(cal_a, cal_b, candidates)
     n_a, n_b = cal_a.size, cal_b.size
@@ -199,7 +199,7 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
     """Orientation, thresholds and method of :func:`epsilon_lower_bound`, from calibration scores only.
 
     With ``threshold="split"`` the method is chosen too: each rate bounded on
-    its own, or their ratio in one step (``audit.conditional``), whichever
+    its own, or their ratio in one step (``audit.statistics.conditional``), whichever
     certifies more on the calibration scores.
     """
     delta, beta = check_delta(delta), 1 - check_confidence(confidence)

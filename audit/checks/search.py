@@ -36,8 +36,8 @@ import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import fit_score
-from dpaudit.audit.api import audit
-from dpaudit.audit.result import AuditResult
+from dpaudit.audit.jobs.api import audit
+from dpaudit.audit.jobs.result import AuditResult
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.errors import ParameterError

@@ -21,7 +21,7 @@ import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import Score, ScoreFunction, score_applies, score_fitted
-from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound
+from dpaudit.audit.statistics.estimators import epsilon_lower_bound, gdp_lower_bound
 from dpaudit.mechanisms.errors import DPAuditError, ParameterError
 
 __all__ = ["Candidate", "SELECTION_FIT", "choose_score"]

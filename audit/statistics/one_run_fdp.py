@@ -1,6 +1,6 @@
 """One-run audits in f-DP (Mahloujifar, Melis, Chaudhuri 2024), and the choice of the number of guesses.
 
-The game is that of :mod:`dpaudit.audit.one_run`: ``m`` canaries, each
+The game is that of :mod:`dpaudit.audit.statistics.one_run`: ``m`` canaries, each
 included with probability 1/2 independently before the run; the attacker
 guesses inclusion for some ``r`` of them and abstains on the rest; ``v``
 guesses are right. Steinke et al. bound the chance of ``v`` right guesses
@@ -51,8 +51,8 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from dpaudit.audit.confidence import check_confidence, check_delta
-from dpaudit.audit.one_run import one_run_epsilon
+from dpaudit.audit.statistics.confidence import check_confidence, check_delta
+from dpaudit.audit.statistics.one_run import one_run_epsilon
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice, check_int

@@ -31,15 +31,15 @@ from joblib import Parallel, delayed
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import ScoreFunction
-from dpaudit.audit.assemble import assemble
-from dpaudit.audit.budget import check_budget
-from dpaudit.audit.fingerprint import code_version
-from dpaudit.audit.job import AuditJob
-from dpaudit.audit.portfolio import Candidate, choose_score
-from dpaudit.audit.sequential import Looks, plan_looks
-from dpaudit.audit.result import AuditResult
-from dpaudit.audit.store import ChunkKey, Store, new_owner
-from dpaudit.audit.store_source import store_sources
+from dpaudit.audit.jobs.assemble import assemble
+from dpaudit.audit.statistics.budget import check_budget
+from dpaudit.audit.jobs.fingerprint import code_version
+from dpaudit.audit.jobs.job import AuditJob
+from dpaudit.audit.statistics.portfolio import Candidate, choose_score
+from dpaudit.audit.statistics.sequential import Looks, plan_looks
+from dpaudit.audit.jobs.result import AuditResult
+from dpaudit.audit.jobs.store import ChunkKey, Store, new_owner
+from dpaudit.audit.jobs.store_source import store_sources
 from dpaudit.mechanisms.errors import DPAuditError, ParameterError
 
 if TYPE_CHECKING:
@@ -320,7 +320,7 @@ def _result(plan: _Plan, store: Store, look: int, computed: Counter, started: fl
 
 
 def run_configs(configs: list, options: RunOptions, *, sequential: bool = False) -> list[AuditResult]:
-    """Run audits from configs (``audit.config.AuditConfig``): options and every budget are checked before
+    """Run audits from configs (``audit.jobs.config.AuditConfig``): options and every budget are checked before
     any dataset is built, then :func:`run_audits` runs the jobs. ``dpaudit run`` and ``check`` call this
     (``check`` with ``sequential``: stop at the first certified violation)."""
     options.check()

@@ -1,7 +1,7 @@
 """pytest plugin (entry point ``pytest11``): the ``dp_audit`` fixture and the ``dp_audit`` marker.
 
 ``dp_audit(mechanism, epsilon=..., delta=..., **kwargs)`` calls
-:func:`audit.regression.assert_private` (every applicable score, looks planned from the budget, stop at
+:func:`audit.checks.regression.assert_private` (every applicable score, looks planned from the budget, stop at
 the first certified violation) with the budget of the closest
 ``@pytest.mark.dp_audit(trials=..., confidence=..., seed=..., audits=...)``
 marker (a module sets it with ``pytestmark``). ``--dp-audit-split`` divides
@@ -50,7 +50,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 @pytest.fixture
 def dp_audit(request: pytest.FixtureRequest):
     """A callable ``(mechanism, *, epsilon, delta, **kwargs) -> summary`` that fails the test on a violation."""
-    from dpaudit.audit.regression import PrivacyViolation, assert_private
+    from dpaudit.audit.checks.regression import PrivacyViolation, assert_private
 
     config = request.config
     marker = request.node.get_closest_marker("dp_audit")

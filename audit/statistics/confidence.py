@@ -1,6 +1,6 @@
 """Clopper-Pearson bounds and the calibration/certification split.
 
-Every certified quantity in :mod:`audit.estimators` goes through these
+Every certified quantity in :mod:`audit.statistics.estimators` goes through these
 functions, so the failure probability is paid for in one place.
 
 References
@@ -41,7 +41,7 @@ class ThresholdPlan:
     """What calibration fixed before any certification score is seen: orientation and thresholds.
 
     Certification then needs only the counts :meth:`count` returns, so they
-    can be accumulated chunk by chunk (:mod:`dpaudit.audit.streaming`) and the result
+    can be accumulated chunk by chunk (:mod:`dpaudit.audit.jobs.streaming`) and the result
     equals that of the whole arrays.
     """
 
@@ -49,7 +49,7 @@ class ThresholdPlan:
     thresholds: np.ndarray
     calibration: dict[str, int]
     #: how the epsilon bound is certified: "clopper-pearson" (each rate on its own) or "conditional"
-    #: (the ratio of the two rates in one step, ``audit.conditional``; one threshold)
+    #: (the ratio of the two rates in one step, ``audit.statistics.conditional``; one threshold)
     method: str = "clopper-pearson"
     #: for "conditional": the region of the ratio, 0 ``score >= t`` (likely under S'), 1 ``score < t``
     direction: int = 0

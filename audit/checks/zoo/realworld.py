@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dpaudit.audit.zoo.variants import DELTA, Variant
+from dpaudit.audit.checks.zoo.variants import DELTA, Variant
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon, laplace_epsilon
 from dpaudit.mechanisms.base import RELEASE_GRID, snap
 from dpaudit.mechanisms.wrapped import from_batched_callable
@@ -139,7 +139,7 @@ def _pair(name, description, builder, claimed, true_buggy, true_correct, *, scor
 
 
 def _classical_ceiling(trials: int) -> float:
-    from dpaudit.audit.ceiling import gaussian_ceiling
+    from dpaudit.audit.statistics.ceiling import gaussian_ceiling
 
     return gaussian_ceiling(1 / classical_sigma(**CLASSICAL), trials=trials, delta=DELTA)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.audit.api import audit
+from dpaudit.audit.jobs.api import audit
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.validation import check_real
 
@@ -29,7 +29,7 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
 
     The audit looks at the data after 1, 2, 4, ... certification chunks (planned from ``trials`` before
     any data are seen), spends ``1 - confidence`` over those looks and stops at the first certified
-    violation (``audit.sequential``); a correct mechanism runs its whole budget.
+    violation (``audit.statistics.sequential``); a correct mechanism runs its whole budget.
 
     Parameters
     ----------

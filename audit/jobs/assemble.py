@@ -1,4 +1,4 @@
-"""Build the :class:`~dpaudit.audit.result.AuditResult` of one audit from its scores: the one place it is made.
+"""Build the :class:`~dpaudit.audit.jobs.result.AuditResult` of one audit from its scores: the one place it is made.
 
 With ``K`` canary positions each position is certified at confidence
 ``1 - beta / K`` (a union bound), so that every per-index statement, and the
@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.attacks.canaries import CanaryPair
-from dpaudit.audit.ceiling import exact_ceiling
-from dpaudit.audit.certify import PROFILE_EPSILONS
-from dpaudit.audit.fingerprint import code_version
-from dpaudit.audit.job import AuditJob
-from dpaudit.audit.result import AuditResult, ClaimEntry, Empirical, IndexResult
-from dpaudit.audit.streaming import ScoreSource, certify_source
-from dpaudit.audit.verdict import combine, compare
+from dpaudit.audit.statistics.ceiling import exact_ceiling
+from dpaudit.audit.statistics.certify import PROFILE_EPSILONS
+from dpaudit.audit.jobs.fingerprint import code_version
+from dpaudit.audit.jobs.job import AuditJob
+from dpaudit.audit.jobs.result import AuditResult, ClaimEntry, Empirical, IndexResult
+from dpaudit.audit.jobs.streaming import ScoreSource, certify_source
+from dpaudit.audit.checks.verdict import combine, compare
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.errors import NotExact
 from dpaudit.mechanisms.hooks import ScoreLaw
@@ -113,7 +113,7 @@ def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str
     ----------
     job : AuditJob
     scores : dict
-        Per canary position (``index or 0``): its scores (``audit.streaming.ScoreSource``); the
+        Per canary position (``index or 0``): its scores (``audit.jobs.streaming.ScoreSource``); the
         certification scores are read one chunk at a time.
     timings : dict
         At least ``seconds``.
@@ -121,10 +121,10 @@ def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str
         Where the chunks are stored.
     chosen, candidates : dict, optional
         Per canary position: the score that certified and, for a portfolio, every candidate's
-        calibration strength (``audit.portfolio``).
+        calibration strength (``audit.statistics.portfolio``).
     confidence : float, optional
         The confidence this certification is made at (default the audit's; a look of a sequential
-        audit spends ``1 - confidence`` of it, ``audit.sequential``).
+        audit spends ``1 - confidence`` of it, ``audit.statistics.sequential``).
     trials : int, optional
         Trials per dataset used (default the audit's; fewer when a sequential audit stopped early).
     sequential : dict, optional

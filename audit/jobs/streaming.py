@@ -1,7 +1,7 @@
 """Certification from counts, accumulated chunk by chunk (the main process never holds every score).
 
 Every estimator fixes its orientation and thresholds on the calibration
-scores (:func:`~dpaudit.audit.estimators.plan_epsilon` and friends); after
+scores (:func:`~dpaudit.audit.statistics.estimators.plan_epsilon` and friends); after
 that a certified bound needs only how many certification scores of each side
 fall on each side of each threshold. :class:`StreamingCertifier` adds those
 counts up one chunk at a time, together with the binned counts the figures
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dpaudit.audit.certify import (
+from dpaudit.audit.statistics.certify import (
     BUILTIN_ESTIMATORS,
     PROFILE_EPSILONS,
     CertifySettings,
@@ -27,7 +27,7 @@ from dpaudit.audit.certify import (
     Estimator,
     check_estimators,
 )
-from dpaudit.audit.confidence import Counts, check_scores
+from dpaudit.audit.statistics.confidence import Counts, check_scores
 from dpaudit.mechanisms.errors import ParameterError
 
 __all__ = ["ArraySource", "Certification", "PROFILE_EPSILONS", "ScoreSource", "StreamingCertifier",
@@ -106,7 +106,7 @@ class StreamingCertifier:
     bins, points : int
         Histogram bins and ROC points of the figures.
     estimators : sequence of Estimator, optional
-        Estimators run after the built-ins (``audit.certify``).
+        Estimators run after the built-ins (``audit.statistics.certify``).
     """
 
     def __init__(self, cal_a: np.ndarray, cal_b: np.ndarray, *, delta: float, confidence: float,

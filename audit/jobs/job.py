@@ -20,9 +20,9 @@ import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import Score, registered_scores, resolve_scores, score_fitted
-from dpaudit.audit.estimators import STRATEGIES
-from dpaudit.audit.certify import Estimator, check_estimators
-from dpaudit.audit.fingerprint import code_fingerprint, object_fingerprint
+from dpaudit.audit.statistics.estimators import STRATEGIES
+from dpaudit.audit.statistics.certify import Estimator, check_estimators
+from dpaudit.audit.jobs.fingerprint import code_fingerprint, object_fingerprint
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.errors import ParameterError
 
@@ -120,10 +120,10 @@ class AuditJob:
     source : str
         Where the job came from (a config path, or ``"<python>"``).
     estimators : tuple of Estimator
-        Estimators run after the built-ins (``audit.certify``).
+        Estimators run after the built-ins (``audit.statistics.certify``).
     sequential : bool
         Look at the data at points planned from the budget and stop at the first certified violation
-        (``audit.sequential``; ``assert_private``, the pytest plugin and ``dpaudit check``).
+        (``audit.statistics.sequential``; ``assert_private``, the pytest plugin and ``dpaudit check``).
     claimed_epsilon : float, optional
         A claim given with the audit (``assert_private``'s ``epsilon``): a sequential audit also stops
         when its certified bound exceeds it.
@@ -183,7 +183,7 @@ class AuditJob:
 
     @property
     def code_fingerprint(self) -> str:
-        """Fingerprint of the code behind the mechanism (see ``audit.fingerprint``)."""
+        """Fingerprint of the code behind the mechanism (see ``audit.jobs.fingerprint``)."""
         return code_fingerprint(self.mechanism)
 
     @property

@@ -23,8 +23,8 @@ from typing import Any
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
 from dpaudit.attacks.scores import AUTO, SCORES, is_fitted
-from dpaudit.audit.budget import MAX_SWEEP, Estimate, check_budget
-from dpaudit.audit.job import AUDIT_DEFAULTS, AuditJob, AuditSettings, check_setting
+from dpaudit.audit.statistics.budget import MAX_SWEEP, Estimate, check_budget
+from dpaudit.audit.jobs.job import AUDIT_DEFAULTS, AuditJob, AuditSettings, check_setting
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import suggestion
 
@@ -70,7 +70,7 @@ class AuditConfig:
     def check_budget(self, *, workers: int = 1, max_memory: int | None = None,
                      store: str | None = None) -> Estimate:
         """Refuse (``ConfigError`` naming the parameter) an audit that cannot fit the machine, before
-        any dataset is built (``audit.budget``)."""
+        any dataset is built (``audit.statistics.budget``)."""
         settings = AuditSettings(**self.audit)
         try:
             return check_budget(self.mechanism, self.canary.count(self.mechanism), settings, workers=workers,

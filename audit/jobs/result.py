@@ -1,6 +1,6 @@
 """The result of an audit: typed, frozen, and serialised with the JSON keys of docs/design.md.
 
-:class:`AuditResult` is built in one place (``dpaudit.audit.assemble``) and
+:class:`AuditResult` is built in one place (``dpaudit.audit.jobs.assemble``) and
 never edited afterwards; :meth:`AuditResult.to_dict` gives the JSON document
 and :func:`load_result` reads one back (from a dict, a JSON file or a store),
 checking its ``schema_version``. Reports render an :class:`AuditResult`.
@@ -54,7 +54,7 @@ class EstimateEntry:
 
     @classmethod
     def of(cls, name: str, estimate: Any) -> "EstimateEntry":
-        """From an estimator's record (``audit.certify.Estimate``)."""
+        """From an estimator's record (``audit.statistics.certify.Estimate``)."""
         return cls(name=name, quantity=str(estimate.quantity), value=float(estimate.value),
                    method=str(estimate.method), confidence=float(estimate.confidence),
                    record=_plain(estimate.to_dict()))
@@ -94,7 +94,7 @@ class Empirical:
 
     @classmethod
     def from_certification(cls, certification: Any, trials: int) -> "Empirical":
-        """From a :class:`~dpaudit.audit.streaming.Certification` (every estimator that ran is listed)."""
+        """From a :class:`~dpaudit.audit.jobs.streaming.Certification` (every estimator that ran is listed)."""
         eps, gdp = certification.epsilon, certification.gdp
         profile = certification.estimates.get("profile")
         return cls(
@@ -192,7 +192,7 @@ class AuditResult:
     store: str | None = None
     schema_version: int = SCHEMA_VERSION
     theory_slack: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    #: A sequential audit's looks (``audit.sequential``): planned looks, the failure probability per look,
+    #: A sequential audit's looks (``audit.statistics.sequential``): planned looks, the failure probability per look,
     #: where it stopped; empty for an audit that certifies once.
     sequential: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -270,7 +270,7 @@ def load_result(source: "AuditResult | Mapping[str, Any] | str | Path", *, store
         return AuditResult.from_dict(document)
     if store is None:
         raise ResultError(f"no result file {source!s} (give a JSON file, or an audit id with a store)")
-    from dpaudit.audit.store import Store
+    from dpaudit.audit.jobs.store import Store
 
     with Store(store) as opened:
         return AuditResult.from_dict(opened.get_result(str(source)))

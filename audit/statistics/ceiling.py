@@ -4,7 +4,7 @@ When the score distributions are known (``FPR(t)`` and ``FNR(t)``), the
 ceiling is the bound computed from the *expected* counts at the best
 threshold, by the better of the two ways an audit certifies: Clopper-Pearson
 upper bounds at ``beta / 2`` per error rate, or the conditional bound on
-their ratio (``audit.conditional``).
+their ratio (``audit.statistics.conditional``).
 A report shows it next to the audit so that statistical slack can be told
 apart from attack weakness.
 """
@@ -16,8 +16,8 @@ from collections.abc import Callable
 import numpy as np
 from scipy.stats import norm
 
-from dpaudit.audit.conditional import conditional_epsilon, conditional_epsilon_estimate
-from dpaudit.audit.confidence import check_confidence, check_delta, cp_upper
+from dpaudit.audit.statistics.conditional import conditional_epsilon, conditional_epsilon_estimate
+from dpaudit.audit.statistics.confidence import check_confidence, check_delta, cp_upper
 from dpaudit.mechanisms.validation import check_int
 
 __all__ = ["exact_ceiling", "gaussian_ceiling", "statistical_ceiling"]
@@ -53,7 +53,7 @@ def statistical_ceiling(false_positive_rate: Callable[[np.ndarray], np.ndarray],
 
 def _conditional_ceiling(fp: np.ndarray, fn: np.ndarray, trials: int, delta: float, beta: float,
                          exact: int = 3) -> float:
-    """The best conditional bound (``audit.conditional``) at expected counts: estimated over the grid, exact
+    """The best conditional bound (``audit.statistics.conditional``) at expected counts: estimated over the grid, exact
     at the ``exact`` best thresholds of the estimate."""
     forward = conditional_epsilon_estimate(trials - fn, trials, fp, trials, delta=delta, failure=beta)
     backward = conditional_epsilon_estimate(trials - fp, trials, fn, trials, delta=delta, failure=beta)

@@ -22,7 +22,7 @@ import math
 import numpy as np
 from scipy.stats import binom
 
-from dpaudit.audit.confidence import check_confidence, check_delta
+from dpaudit.audit.statistics.confidence import check_confidence, check_delta
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_int
 

@@ -1,8 +1,8 @@
-"""The scores of a stored audit, as the certifier reads them (``audit.streaming.ScoreSource``).
+"""The scores of a stored audit, as the certifier reads them (``audit.jobs.streaming.ScoreSource``).
 
 Calibration scores (or, for a score with a known law, scores drawn from that
 law) to choose thresholds on, and the certification chunks one at a time.
-``plan`` is the runner's plan of one audit (``audit.runner``): its id, job,
+``plan`` is the runner's plan of one audit (``audit.jobs.runner``): its id, job,
 fitted scorers, canary pairs and number of certification trials.
 """
 
@@ -13,14 +13,14 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from dpaudit.audit.store import Store
+from dpaudit.audit.jobs.store import Store
 from dpaudit.mechanisms.errors import NotExact
 
 __all__ = ["StoreSource", "store_sources"]
 
 
 class StoreSource:
-    """The scores of one canary position, read from the store (``audit.streaming.ScoreSource``)."""
+    """The scores of one canary position, read from the store (``audit.jobs.streaming.ScoreSource``)."""
 
     def __init__(self, plan, store: Store, index: int, limit: int) -> None:
         self.plan, self.store, self.index, self.limit = plan, store, index, limit

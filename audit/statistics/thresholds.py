@@ -1,6 +1,6 @@
 """Choosing thresholds on calibration scores, before any certification score is seen (docs/theory.md 3.2).
 
-Every estimator of :mod:`dpaudit.audit.estimators` and :mod:`dpaudit.audit.conditional`
+Every estimator of :mod:`dpaudit.audit.statistics.estimators` and :mod:`dpaudit.audit.statistics.conditional`
 chooses its orientation and thresholds here, from calibration scores (or
 scores drawn from a known law) only, so the choice costs nothing in the
 failure probability.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from dpaudit.audit.confidence import (
+from dpaudit.audit.statistics.confidence import (
     ThresholdPlan,
     check_scores,
     cp_upper,

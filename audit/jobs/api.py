@@ -1,6 +1,6 @@
 """Audits from Python: :func:`audit` runs one audit in memory and returns its result.
 
-It builds an :class:`~dpaudit.audit.job.AuditJob` and runs it through the
+It builds an :class:`~dpaudit.audit.jobs.job.AuditJob` and runs it through the
 same runner as ``dpaudit run`` (an in-memory store, one worker by default),
 so an audit from Python and one from a config with the same seed and chunk
 size certify the same numbers.
@@ -15,10 +15,10 @@ import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
 from dpaudit.attacks.scores import AUTO, resolve_scores
-from dpaudit.audit.job import AUDIT_DEFAULTS, AuditJob, AuditSettings
-from dpaudit.audit.result import AuditResult
-from dpaudit.audit.runner import RunOptions, run_audits
-from dpaudit.audit.store import MEMORY
+from dpaudit.audit.jobs.job import AUDIT_DEFAULTS, AuditJob, AuditSettings
+from dpaudit.audit.jobs.result import AuditResult
+from dpaudit.audit.jobs.runner import RunOptions, run_audits
+from dpaudit.audit.jobs.store import MEMORY
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import as_dataset
 from dpaudit.mechanisms.errors import ParameterError
@@ -113,7 +113,7 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
         registered score that applies (projection, gaussian, logistic, mlp, float-bits, exact, the
         model scores, and any score another module registers).
     estimators : sequence of Estimator, optional
-        Estimators run after the built-ins (``dpaudit.audit.certify.Estimator``: ``name``, ``plan``,
+        Estimators run after the built-ins (``dpaudit.audit.statistics.certify.Estimator``: ``name``, ``plan``,
         ``finish``); each shows in ``result.empirical.estimates`` and the reports.
     sequential : bool
         Look at the data after 1, 2, 4, ... certification chunks (planned from the budget), each look
@@ -151,7 +151,7 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
         if given or sequential or store != MEMORY or workers != 1:
             raise ParameterError(f"search chooses the pair itself and runs in memory; it takes no "
                                  f"{', '.join(given) or 'sequential, store or workers'}")
-        from dpaudit.audit.search import search as search_pairs
+        from dpaudit.audit.checks.search import search as search_pairs
 
         unknown = sorted(set(settings) - {"trials", "delta", "confidence", "seed"})
         if unknown:

@@ -21,7 +21,7 @@ import re
 import shutil
 from pathlib import Path
 
-from dpaudit.audit.job import AuditSettings
+from dpaudit.audit.jobs.job import AuditSettings
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.errors import ParameterError
 
