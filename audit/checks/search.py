@@ -36,8 +36,10 @@ import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import fit_score
-from dpaudit.audit.jobs.api import audit
+from dpaudit.audit.jobs.job import make_job
 from dpaudit.audit.jobs.result import AuditResult
+from dpaudit.audit.jobs.runner import RunOptions, run_audits
+from dpaudit.audit.jobs.store import MEMORY
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.errors import ParameterError
@@ -255,8 +257,10 @@ def search(mechanism: Mechanism, *, record_domain: tuple[float, float] | None = 
         raise ParameterError(f"every candidate pair failed; the first: {table[0]['name']}: {table[0]['error']}")
     _, chosen_score, candidate = best
     fresh = int(certifying.generate_state(1)[0])  # a seed the screening never drew from
-    result = audit(mechanism, dataset_pair=(candidate.first, candidate.second), score=chosen_score, trials=trials,
+    # the certifying audit, as dpaudit.audit runs it (in memory, one worker)
+    job = make_job(mechanism, dataset_pair=(candidate.first, candidate.second), score=chosen_score, trials=trials,
                    delta=delta, confidence=confidence, seed=fresh,
                    title=title or f"{mechanism.label} search: {candidate.name}")
+    result = run_audits([job], RunOptions(store=MEMORY, workers=1, progress=False))[0]
     chosen = {**candidate.to_dict(), "score": chosen_score, "screen_epsilon": best[0], "seed": fresh}
     return SearchResult(tuple(table), chosen, result, epsilon, screen_trials)

@@ -11,76 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
-from dpaudit.attacks.scores import AUTO, resolve_scores
-from dpaudit.audit.jobs.job import AUDIT_DEFAULTS, AuditJob, AuditSettings
+from dpaudit.audit.jobs.job import make_job
 from dpaudit.audit.jobs.result import AuditResult
 from dpaudit.audit.jobs.runner import RunOptions, run_audits
 from dpaudit.audit.jobs.store import MEMORY
 from dpaudit.mechanisms.base import Mechanism
-from dpaudit.mechanisms.dataset import as_dataset
 from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import Relation
 
 __all__ = ["audit", "make_job"]
-
-
-def _canary_spec(canary: CanarySpec | Mapping[str, Any] | None, index: Any) -> CanarySpec:
-    if canary is None:
-        spec = CanarySpec()
-    elif isinstance(canary, CanarySpec):
-        spec = canary
-    elif isinstance(canary, Mapping):
-        spec = CanarySpec(**canary)
-    else:
-        raise ParameterError(f"canary must be a CanarySpec or a mapping of its fields, got canary={canary!r}")
-    if index is not None:
-        spec = CanarySpec(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__}, "index": index})
-    return spec
-
-
-def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
-             dataset_pair: Sequence[Any] | None = None, canary: CanarySpec | Mapping[str, Any] | None = None,
-             index: Any = None, score: Any = None, title: str | None = None,
-             estimators: Sequence[Any] = (), sequential: bool = False, claimed_epsilon: float | None = None,
-             **settings: Any) -> AuditJob:
-    """The :class:`AuditJob` that :func:`audit` runs (same arguments)."""
-    given = [name for name, value in (("pair", pair), ("dataset_pair", dataset_pair), ("canary", canary))
-             if value is not None]
-    if len(given) > 1:
-        raise ParameterError(f"give at most one of pair, dataset_pair and canary, got {', '.join(given)}")
-    unknown = sorted(set(settings) - set(AUDIT_DEFAULTS))
-    if unknown:
-        raise ParameterError(f"unknown audit setting {unknown[0]!r} (valid: {', '.join(AUDIT_DEFAULTS)})")
-    if pair is not None:
-        mechanism = mechanism or pair.mechanism
-        pairs, canary_table = (pair,), {"kind": pair.kind, "index": pair.index}
-    elif mechanism is None:
-        raise ParameterError("audit needs a mechanism (or a canary pair)")
-    elif dataset_pair is not None:
-        if len(dataset_pair) != 2:
-            raise ParameterError(f"dataset_pair must be a pair (S, S'), got {len(dataset_pair)} datasets")
-        first, second = (as_dataset(d) for d in dataset_pair)
-        # no canary direction is known: a Gaussian likelihood ratio fitted on calibration trials
-        pairs = (CanaryPair(mechanism, first, second, np.ones(mechanism.output_dim), None,
-                            Relation.REPLACE_ONE, "dataset-pair"),)
-        canary_table = {"kind": "dataset-pair"}
-    else:
-        spec = _canary_spec(canary, index)
-        pairs = tuple(spec.build(mechanism, position) for position in spec.indices(mechanism))
-        canary_table = {key: getattr(spec, key) for key in spec.__dataclass_fields__}
-        canary_table["pair"] = spec.pair_for(mechanism)
-        canary_table["direction"] = list(spec.direction) if isinstance(spec.direction, tuple) else spec.direction
-    scores = resolve_scores(AUTO if score is None else score)
-    names = [s.name for s in scores]
-    shown = AUTO if score is None or score == AUTO else (names[0] if len(names) == 1 else names)
-    description = {"mechanism": {"name": mechanism.name, **mechanism.params}, "canary": canary_table,
-                   "attack": {"score": shown}}
-    return AuditJob(mechanism, pairs, scores, AuditSettings(**settings),
-                    title or f"{mechanism.label} audit", description, estimators=tuple(estimators),
-                    sequential=bool(sequential), claimed_epsilon=claimed_epsilon)
 
 
 def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
