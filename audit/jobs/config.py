@@ -22,7 +22,7 @@ from typing import Any
 
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
-from dpaudit.attacks.scores import AUTO, SCORES, is_fitted
+from dpaudit.attacks.scores import AUTO, SCORES, get_score, score_needs_calibration
 from dpaudit.audit.statistics.budget import MAX_SWEEP, Estimate, check_budget
 from dpaudit.audit.jobs.job import AUDIT_DEFAULTS, AuditJob, AuditSettings, check_setting
 from dpaudit.mechanisms.errors import ParameterError
@@ -75,7 +75,8 @@ class AuditConfig:
         try:
             return check_budget(self.mechanism, self.canary.count(self.mechanism), settings, workers=workers,
                                 max_memory=max_memory, store=store,
-                                fitted=isinstance(self.score, list) or self.score == AUTO or is_fitted(self.score))
+                                fitted=isinstance(self.score, list) or self.score == AUTO
+                                or score_needs_calibration(get_score(self.score)))
         except ParameterError as exc:
             raise ConfigError(f"{self.source}: {exc}") from None
 

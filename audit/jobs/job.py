@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
-from dpaudit.attacks.scores import AUTO, Score, registered_scores, resolve_scores, score_fitted
+from dpaudit.attacks.scores import AUTO, Score, registered_scores, resolve_scores, score_needs_calibration
 from dpaudit.audit.statistics.estimators import STRATEGIES
 from dpaudit.audit.statistics.certify import Estimator, check_estimators
 from dpaudit.audit.jobs.fingerprint import code_fingerprint, object_fingerprint
@@ -165,7 +165,7 @@ class AuditJob:
     @property
     def fitted(self) -> bool:
         """True when calibration must keep raw outputs (a fitted score, or a portfolio to choose from)."""
-        return len(self.scores) > 1 or score_fitted(self.scores[0])
+        return len(self.scores) > 1 or score_needs_calibration(self.scores[0])
 
     def attack_table(self) -> dict[str, Any]:
         """The ``attack`` table of the result: the description's, with the score names."""

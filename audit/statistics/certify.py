@@ -71,7 +71,27 @@ class Estimate(Protocol):
 
 @runtime_checkable
 class Estimator(Protocol):
-    """Plan on calibration scores, finish from counts."""
+    """Plan on calibration scores, finish from counts.
+
+    Attributes
+    ----------
+    name : str
+        Non-empty and distinct from the built-ins' (``epsilon``, ``gdp``, ``profile``); the key of
+        its record in ``result.empirical.estimates``.
+
+    Methods
+    -------
+    plan(cal_a, cal_b, settings) -> CountPlan
+        Decided on calibration scores only (an object with ``count(side, scores)``).
+    finish(plan, counts, settings) -> Estimate
+        The certified record from the summed counts.
+
+    Notes
+    -----
+    The members are checked where an estimator enters (:func:`check_estimators`, called for
+    ``dpaudit.audit(estimators=[...])`` and every job): a member of the wrong type is refused with a
+    :class:`ParameterError` naming it.
+    """
 
     name: str
 
@@ -127,6 +147,10 @@ def check_estimators(extra: Sequence[Any] | None) -> tuple[Estimator, ...]:
         if not isinstance(estimator, Estimator) or not isinstance(estimator.name, str) or not estimator.name:
             raise ParameterError(f"estimators must be objects with a name, plan() and finish(), "
                                  f"got estimators=[..., {estimator!r}]")
+        for member in ("plan", "finish"):
+            if not callable(getattr(estimator, member)):
+                raise ParameterError(f"estimator {estimator.name!r}: {member} must be a method, "
+                                     f"got {member}={getattr(estimator, member)!r}")
         if estimator.name in names:
             raise ParameterError(f"estimator names must be distinct (built-ins: epsilon, gdp, profile), "
                                  f"got a second {estimator.name!r}")

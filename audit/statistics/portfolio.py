@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair
-from dpaudit.attacks.scores import Score, ScoreFunction, score_applies, score_fitted
+from dpaudit.attacks.scores import Score, ScoreFunction, score_applies, score_needs_calibration
 from dpaudit.audit.statistics.estimators import epsilon_lower_bound, gdp_lower_bound
 from dpaudit.mechanisms.errors import DPAuditError, ParameterError
 
@@ -48,7 +48,7 @@ class Candidate:
 
 
 def _fit(score: Score, pair: CanaryPair, cal_a: np.ndarray, cal_b: np.ndarray, seed: int) -> ScoreFunction:
-    if score_fitted(score):
+    if score_needs_calibration(score):
         return score.fit(pair, cal_a, cal_b, seed)
     return score.fit(pair, None, None, seed)
 
