@@ -1,13 +1,17 @@
 """Clopper-Pearson bounds and the calibration/certification split.
 
-Every certified quantity in :mod:`audit.statistics.estimators` goes through these
-functions, so the failure probability is paid for in one place.
+Every certified rate in :mod:`audit.statistics.estimators` and
+:mod:`audit.statistics.conditional` goes through :func:`cp_upper` and
+:func:`cp_lower` (one implementation, :func:`clopper_pearson`), so the
+failure probability is paid for by one rule.
 
 References
 ----------
 Clopper & Pearson 1934 (exact binomial intervals), via statsmodels
-``proportion_confint(method="beta")``: a one-sided upper bound at level
-``1 - b`` is the upper end of the two-sided interval at ``alpha = 2 b``.
+``proportion_confint(method="beta")``: a one-sided bound at level
+``1 - b`` is an end of the two-sided interval at ``alpha = 2 b`` (the upper
+end from the beta law's inverse survival function, exact where ``b`` is far
+below float precision of ``1 - b``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ __all__ = [
     "check_confidence",
     "check_delta",
     "check_scores",
+    "clopper_pearson",
+    "cp_lower",
     "cp_upper",
     "error_counts",
     "split_calibration",
@@ -82,12 +88,30 @@ class Counts:
         return {"a": self.trials_a, "b": self.trials_b, **plan.calibration}
 
 
-def cp_upper(counts, trials: int, failure: float) -> np.ndarray:
-    """One-sided Clopper-Pearson upper bounds on proportions, each failing w.p. <= ``failure``."""
+def clopper_pearson(counts, trials, failure: float) -> tuple[np.ndarray, np.ndarray]:
+    """One-sided Clopper-Pearson bounds ``(lower, upper)`` on proportions ``counts / trials``.
+
+    Each bound on its own fails with probability at most ``failure``. ``lower`` is 0 where
+    ``counts`` is 0 and ``upper`` is 1 where ``counts`` reaches ``trials`` (also for ``trials``
+    0: nothing is known). ``trials`` may be an array of the shape of ``counts``.
+    """
     counts = np.asarray(counts, dtype=float)
-    _, upper = proportion_confint(counts, trials, alpha=2 * failure, method="beta")
-    upper = np.where(counts >= trials, 1.0, np.asarray(upper, dtype=float))
-    return np.nan_to_num(upper, nan=1.0)
+    trials = np.asarray(trials, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lower, upper = proportion_confint(counts, trials, alpha=2 * failure, method="beta")
+    lower = np.where(counts <= 0, 0.0, np.nan_to_num(np.asarray(lower, dtype=float), nan=0.0))
+    upper = np.where(counts >= trials, 1.0, np.nan_to_num(np.asarray(upper, dtype=float), nan=1.0))
+    return lower, upper
+
+
+def cp_upper(counts, trials, failure: float) -> np.ndarray:
+    """One-sided Clopper-Pearson upper bounds on proportions, each failing w.p. <= ``failure``."""
+    return clopper_pearson(counts, trials, failure)[1]
+
+
+def cp_lower(counts, trials, failure: float) -> np.ndarray:
+    """One-sided Clopper-Pearson lower bounds on proportions, each failing w.p. <= ``failure``."""
+    return clopper_pearson(counts, trials, failure)[0]
 
 
 def error_counts(scores_a: np.ndarray, scores_b: np.ndarray, thresholds) -> tuple[np.ndarray, np.ndarray]:
