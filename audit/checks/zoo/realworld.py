@@ -66,12 +66,22 @@ def classical_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> f
 
 
 def analytic_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
-    """The smallest sigma whose exact Gaussian profile meets ``(epsilon, delta)`` (Balle & Wang 2018), rounded up."""
-    low, high = 1e-3, 1e3  # bisection on mu = sensitivity / sigma: epsilon(delta, mu) increases in mu
-    for _ in range(200):
-        mid = math.sqrt(low * high)
-        low, high = (mid, high) if float(gaussian_epsilon(delta, mid)) <= epsilon else (low, mid)
-    return sensitivity / low
+    """The smallest sigma whose exact Gaussian profile meets ``(epsilon, delta)`` (Balle & Wang 2018), rounded up.
+
+    dp-accounting's analytic Gaussian (``GaussianPrivacyLoss.get_delta_for_epsilon``) inverted by
+    its monotone search, from the classical calibration as first guess, to a relative ``1e-12``
+    (``GaussianPrivacyLoss.from_privacy_guarantee`` is the same search stopped at an absolute
+    ``1e-7``). The search returns the end of its last bracket that meets ``delta``, so the sigma is
+    never below the exact one.
+    """
+    from dp_accounting.pld import common
+    from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
+
+    guess = classical_sigma(epsilon, delta, sensitivity)
+    search = common.BinarySearchParameters(0.0, math.inf, initial_guess=guess, tolerance=1e-12 * guess)
+    return float(common.inverse_monotone_function(
+        lambda sigma: GaussianPrivacyLoss(sigma, sensitivity=sensitivity).get_delta_for_epsilon(epsilon), delta,
+        search))
 
 
 def _snapped(values: np.ndarray) -> np.ndarray:
