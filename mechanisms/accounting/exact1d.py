@@ -60,7 +60,8 @@ class Law:
 
     @property
     def mass(self) -> float:
-        return float(np.trapezoid(self.density, self.nodes) + sum(self.atoms.values()))
+        # the trapezoid rule on the uniform grid, written out (numpy 1.26 has no ``np.trapezoid``)
+        return float(_weights(self.nodes) @ self.density + sum(self.atoms.values()))
 
 
 def _pdf(noise: str, x: np.ndarray, spread: float) -> np.ndarray:
