@@ -92,6 +92,9 @@ def pair_digest(pair: CanaryPair) -> bytes:
         for position in sorted(dataset.injected):
             digest.update(f"{position}:".encode())
             digest.update(np.ascontiguousarray(dataset.injected[position], dtype=np.float64).tobytes())
+        for step in sorted(dataset.scheduled):  # nothing is added for unscheduled canaries: their ids stay
+            digest.update(f"step {step}:".encode())
+            digest.update(np.ascontiguousarray(dataset.scheduled[step], dtype=np.float64).tobytes())
     digest.update(np.ascontiguousarray(pair.direction, dtype=np.float64).tobytes())
     kind = type(pair.mechanism)
     digest.update(json.dumps([pair.index, str(pair.relation), pair.kind, pair.mechanism.name, pair.mechanism.params,

@@ -62,9 +62,10 @@ class DPSGD(IterativeMechanism):
     noise_std: float = param(1.0, "std of the Gaussian noise added to the mean gradient")
     sampling: str = param("without-replacement", "'without-replacement', 'poisson' (rate m/n), 'shuffle' (a fresh "
                                                   "permutation each epoch) or 'shuffle-once' (one for all epochs)")
-    loss: str = param("linear", "'linear', 'logistic', 'quadratic' or 'huber'")
+    loss: str = param("linear", "'linear', 'logistic', 'quadratic', 'huber', 'concave' (not convex: steps "
+                                "expand) or 'FILE.py:NAME' (a loss of your own)")
     lipschitz: float = param(1.0, "L: records are clipped so the loss is L-Lipschitz")
-    smoothness: float | None = param(None, "beta of the quadratic loss (default 1)")
+    smoothness: float | None = param(None, "beta of the quadratic or concave loss (default 1)")
     output: str = param("final", "'final' (hidden state: the last iterate) or 'iterates' (every step's)")
 
     def validate(self) -> None:
@@ -170,6 +171,19 @@ class DPSGD(IterativeMechanism):
 
         return dpsgd_claims(self, index)
 
+    def pair_claims(self, data_a: Dataset, data_b: Dataset, relation: str, usual: list) -> list | None:
+        """A scheduled canary's own claims (``accounting.scheduled``); ``None`` for a sampled canary."""
+        from dpaudit.mechanisms.accounting.scheduled import is_scheduled, scheduled_claims
+
+        if not is_scheduled(data_a, data_b):
+            return None
+        return scheduled_claims(self, data_a, data_b, relation, usual)
+
+    @property
+    def schedule_steps(self) -> int:
+        """A scheduled canary's gradient may be added to the batch sum at any of the ``steps`` steps."""
+        return self.steps
+
     @property
     def sample_rate(self) -> float:
         """``q = m / n``."""
@@ -242,12 +256,16 @@ class DPSGD(IterativeMechanism):
         domain = self.domain_set
         records = loss.prepare(torch.as_tensor(data.records, dtype=dtype))
         injected = {k: _clip_rows(v, loss.lipschitz) for k, v in injected_rows(data, self.dim, dtype).items()}
-        constant = loss.name == "linear"
+        constant = loss.name in ("linear", "concave")  # the records' gradients do not depend on theta
+        concave = loss.name == "concave"  # its public regulariser -(beta/2)|theta|^2 acts once per step
         table = None
         if constant:
             table = loss.gradient(torch.zeros(self.dim, dtype=dtype), records).clone()
             for position, vector in injected.items():
                 table[position] = vector
+        # a scheduled canary: its gradient / m joins the step's noisy mean gradient, whatever the batch
+        scheduled = {step - 1: _clip_rows(torch.as_tensor(vector, dtype=dtype), loss.lipschitz) / self.batch_size
+                     for step, vector in data.scheduled.items()}
         theta = self.start(trials, dtype)
         iterates = self.output == "iterates"
         released = torch.empty((trials, self.output_dim), dtype=dtype) if iterates else None
@@ -283,6 +301,10 @@ class DPSGD(IterativeMechanism):
                             per_record[:, position] = vector
                         gradient = torch.einsum("tn,tnd->td", mask, per_record)
                 gradient = gradient.div_(self.batch_size).add_(source.next(), alpha=self.noise_std)
+            if scheduled and step in scheduled:
+                gradient.add_(scheduled[step])
+            if concave:
+                gradient.sub_(theta, alpha=loss.smoothness)
             theta = domain.project_(theta.sub_(self.direction(gradient), alpha=self.eta))
             if iterates:
                 released[:, step * self.dim:(step + 1) * self.dim] = theta
@@ -298,6 +320,10 @@ class DPSGD(IterativeMechanism):
         from dpaudit.mechanisms.errors import NotExact
         from dpaudit.mechanisms.lssgd import DPLSSGD
 
+        from dpaudit.mechanisms.accounting.scheduled import is_scheduled, scheduled_laws
+
+        if type(self)._sample is DPSGD._sample and is_scheduled(data_a, data_b):
+            return scheduled_laws(self, data_a, data_b)
         if self.output == "iterates":
             raise NotExact("every iterate is released: the last-iterate laws do not describe the release "
                            "(the white-box score law gives its ceiling)")

@@ -79,8 +79,9 @@ class IterativeMechanism(Mechanism):
         if noise == "laplace" and hasattr(self, "sigma"):
             unused["sigma"] = "noise='laplace' takes scale"
         loss = getattr(self, "loss", None)
-        if loss is not None and loss != "quadratic":
-            unused["smoothness"] = f"loss={loss!r} has its own smoothness; only loss='quadratic' takes one"
+        if loss is not None and loss not in ("quadratic", "concave"):
+            unused["smoothness"] = (f"loss={loss!r} has its own smoothness; only loss='quadratic' and "
+                                    f"loss='concave' take one")
         return unused
 
     @property

@@ -9,7 +9,15 @@ linear     ``x`` (d)      ``<w, x>``                                   ``L``    
 logistic   ``x, y`` (d+1) ``log(1 + exp(-y <x, w>))``, ``y = +-1``     ``L``        ``L^2 / 4``
 quadratic  ``c`` (d)      ``(beta/2) ||w - c||^2``                     ``beta D``   ``beta``
 huber      ``x, y`` (d+1) ``h(<w, x> - y)``, ``h`` Huber with knot 1   ``L``        ``L^2``
+concave    ``x`` (d)      ``<w, x> - (beta/2) ||w||^2`` (not convex)   ``L`` [*]    ``beta``
 ========== ============== ============================================ ============ ==============
+
+[*] ``concave`` is the non-convex construction of docs/theory.md 10: its
+records' part is linear (``L``-Lipschitz after clipping); its concave part
+is a public regulariser, the same for every record, which DP-SGD applies
+once per step. Two records' gradients differ by at most ``2L``, which is all
+composition bounds use; a step multiplies ``w`` by ``1 + eta beta > 1``, so
+steps expand and amplification by iteration does not apply.
 
 ``x`` is clipped to the ball of radius ``L`` (input clipping) so that the
 loss is ``L``-Lipschitz for any record; ``c`` is projected onto ``K`` so the
@@ -35,9 +43,11 @@ import torch
 from dpaudit.mechanisms.domains import Domain
 from dpaudit.mechanisms.validation import check_choice, check_real
 
-__all__ = ["LOSS_NAMES", "Loss", "make_loss"]
+__all__ = ["LOSS_NAMES", "NONCONVEX_LOSSES", "Loss", "make_loss"]
 
-LOSS_NAMES = ("linear", "logistic", "quadratic", "huber")
+LOSS_NAMES = ("linear", "logistic", "quadratic", "huber", "concave")
+#: Losses whose gradient steps are not contractions (amplification by iteration does not apply).
+NONCONVEX_LOSSES = ("concave",)
 
 
 def _clip_rows(x: torch.Tensor, bound: float) -> torch.Tensor:
@@ -78,7 +88,7 @@ class Loss:
         Returns the two records and the sign ``s`` such that the iterate is
         larger along ``s * u`` under ``x'``.
         """
-        if self.name == "linear":  # gradient x: the step moves w along -x
+        if self.name in ("linear", "concave"):  # gradient x: the step moves w along -x
             return self.lipschitz * u, -self.lipschitz * u, 1.0
         if self.name == "quadratic":  # the step pulls w towards the centre c
             radius = self.domain.diameter(self.dim) / 2
@@ -97,7 +107,7 @@ class Loss:
         """Clip or project records so the constants hold for any input."""
         if self.name == "quadratic":
             return self.domain.project(records)
-        if self.name == "linear":
+        if self.name in ("linear", "concave"):
             return _clip_rows(records, self.lipschitz)
         features = _clip_rows(records[..., : self.dim], self.lipschitz)
         labels = records[..., self.dim:]
@@ -114,6 +124,8 @@ class Loss:
             return torch.broadcast_to(records, torch.broadcast_shapes(w.shape, records.shape))
         if self.name == "quadratic":
             return self.smoothness * (w - records)
+        if self.name == "concave":
+            return records - self.smoothness * w
         x = records[..., : self.dim]
         return self._coefficient(w, records).unsqueeze(-1) * x
 
@@ -140,6 +152,8 @@ class Loss:
         if self.name == "quadratic":
             factor = scale * self.smoothness
             return w.mul_(1.0 - factor).add_(record, alpha=factor)
+        if self.name == "concave":
+            return w.mul_(1.0 + scale * self.smoothness).sub_(record, alpha=scale)
         # a rank-one product: addmm_ with a column and a row runs about three times faster than addr_
         return w.addmm_(self._coefficient(w, record).unsqueeze(-1), record[: self.dim].unsqueeze(0), alpha=-scale)
 
@@ -178,7 +192,7 @@ def make_loss(name: str, *, dim: int, lipschitz: float, domain: Domain,
 
     Parameters
     ----------
-    name : {"linear", "logistic", "quadratic", "huber"}
+    name : {"linear", "logistic", "quadratic", "huber", "concave"}
     dim : int
         Model dimension.
     lipschitz : float
@@ -186,7 +200,7 @@ def make_loss(name: str, *, dim: int, lipschitz: float, domain: Domain,
         the quadratic loss derives its own, ``smoothness * diam(K)``.
     domain : Domain
     smoothness : float, optional
-        ``beta`` of the quadratic loss (default 1); derived for the others.
+        ``beta`` of the quadratic and concave losses (default 1); derived for the others.
     """
     check_choice("loss", name, LOSS_NAMES)
     lipschitz = check_real("lipschitz", lipschitz, positive=True)
@@ -195,5 +209,8 @@ def make_loss(name: str, *, dim: int, lipschitz: float, domain: Domain,
         diameter = domain.diameter(dim)
         return Loss(name, dim, beta * diameter if math.isfinite(diameter) else math.inf,
                     beta, beta, domain)
+    if name == "concave":
+        beta = 1.0 if smoothness is None else check_real("smoothness", smoothness, positive=True)
+        return Loss(name, dim, lipschitz, beta, -beta, domain)
     beta = {"linear": 0.0, "logistic": lipschitz**2 / 4.0, "huber": lipschitz**2}[name]
     return Loss(name, dim, lipschitz, beta, 0.0, domain)

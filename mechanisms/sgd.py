@@ -28,7 +28,7 @@ from dpaudit.mechanisms.base import param, register
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.errors import NotExact, ParameterError
 from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
-from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
+from dpaudit.mechanisms.losses import NONCONVEX_LOSSES, Loss, _clip_rows, make_loss
 from dpaudit.mechanisms.validation import check_choice, check_int, check_real
 
 __all__ = ["MultiEpochPNSGD", "PNSGD", "VARIANTS"]
@@ -64,6 +64,9 @@ class PNSGD(IterativeMechanism):
         check_choice("variant", self.variant, VARIANTS)
         self.check_noise()
         self.loss_function  # validates loss, lipschitz, smoothness
+        if self.loss in NONCONVEX_LOSSES:
+            raise ParameterError(f"{self.name} audits convex losses (its claims are amplification by iteration); "
+                                 f"loss={self.loss!r} is for dp-sgd and dp-lssgd")
 
     @property
     def loss_function(self) -> Loss:
