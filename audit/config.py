@@ -159,7 +159,7 @@ def _resolve(raw: dict[str, Any], source: str) -> dict[str, Any]:
     for table in TABLES:
         if table in raw and not isinstance(raw[table], dict):
             raise ConfigError(f"{source}: {table} must be a table [{table}], got {raw[table]!r}")
-    mechanism = dict(raw.get("mechanism", {}))
+    mechanism = _user_loss_path(dict(raw.get("mechanism", {})), source)
     if "name" not in mechanism:
         raise _fail(source, "mechanism", "name", f"missing (one of {', '.join(sorted(mechanisms.registered()))})")
     canary = _canary_table(raw, source)
@@ -186,6 +186,27 @@ def _resolve(raw: dict[str, Any], source: str) -> dict[str, Any]:
         audit[key] = _check_audit_key(key, value, source)
     resolved = {"title": title, "mechanism": mechanism, "canary": canary, "attack": attack, "audit": audit}
     return resolved
+
+
+def _user_loss_path(mechanism: dict[str, Any], source: str) -> dict[str, Any]:
+    """A ``loss = "FILE.py:NAME"`` with a relative path, made absolute from the config's folder (loaded and
+    checked with ``user_code.load_object``, ``base`` the folder): the audit is the same from any working
+    directory."""
+    from dpaudit.mechanisms.user_code import load_object, parse_spec
+    from dpaudit.mechanisms.user_loss import is_user_loss
+
+    spec = mechanism.get("loss")
+    if not is_user_loss(spec):
+        return mechanism
+    try:
+        path, name = parse_spec(spec, parameter="loss")
+        base = Path(source).resolve().parent
+        load_object(spec, parameter="loss", base=base)
+    except ParameterError as exc:
+        raise _fail(source, "mechanism", "", str(exc)) from None
+    if path.endswith(".py") and not Path(path).expanduser().is_absolute():
+        mechanism["loss"] = f"{(base / path).resolve()}:{name}"
+    return mechanism
 
 
 def _canary_table(raw: dict[str, Any], source: str) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from dpaudit.mechanisms.base import param, register
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
 from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
+from dpaudit.mechanisms.user_loss import user_gradients
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.kinds import SHUFFLED, Relation, Sampling, check_enum
 from dpaudit.mechanisms.validation import check_choice, check_int, check_real
@@ -89,6 +90,21 @@ class DPSGD(IterativeMechanism):
         """The loss with its constants on ``K``."""
         return make_loss(self.loss, dim=self.dim, lipschitz=self.lipschitz,
                          domain=self.domain_set, smoothness=self.smoothness)
+
+    @property
+    def user_loss(self):
+        """The gradient function of a loss named ``FILE.py:NAME`` (``None`` for a built-in loss)."""
+        return self.loss_function.function
+
+    @property
+    def user_function(self):
+        """A user's loss is fingerprinted with the audit (its source: a changed file changes the audit id)."""
+        return self.user_loss
+
+    @property
+    def canary_kinds(self) -> tuple[str, ...]:
+        """Gradient canaries only for a user's loss (its extreme records are unknown)."""
+        return ("gradient",) if self.user_loss is not None else IterativeMechanism.canary_kinds
 
     @property
     def zero_record_is_absent(self) -> bool:
@@ -295,6 +311,11 @@ class DPSGD(IterativeMechanism):
                     mask = (batch_of == slot).to(dtype) if shuffled else self.batch_mask(trials, rng, dtype)
                     if constant:
                         gradient = mask @ table
+                    elif loss.function is not None:  # a loss of the user's own: one call per record, clipped
+                        per_record = user_gradients(loss.function, theta, records, loss.lipschitz)
+                        for position, vector in injected.items():
+                            per_record[:, position] = vector
+                        gradient = torch.einsum("tn,tnd->td", mask, per_record)
                     else:
                         per_record = loss.gradient(theta.unsqueeze(1), records.unsqueeze(0))
                         for position, vector in injected.items():

@@ -41,6 +41,8 @@ import numpy as np
 import torch
 
 from dpaudit.mechanisms.domains import Domain
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.user_loss import USER_LOSS, is_user_loss, load_gradient, user_gradients
 from dpaudit.mechanisms.validation import check_choice, check_real
 
 __all__ = ["LOSS_NAMES", "NONCONVEX_LOSSES", "Loss", "make_loss"]
@@ -73,6 +75,9 @@ class Loss:
         ``lambda`` (``beta`` for the quadratic loss, else 0).
     domain : Domain
         The set ``K`` the constants hold on.
+    function : callable, optional
+        The user's ``gradient(w, record)`` of a loss named ``FILE.py:NAME``
+        (``name`` is then ``"user"``; ``mechanisms.user_loss``).
     """
 
     name: str
@@ -81,6 +86,7 @@ class Loss:
     smoothness: float
     strong_convexity: float
     domain: Domain
+    function: Callable | None = None
 
     def extreme_records(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         """Records ``(x, x')`` whose gradients pull ``w`` furthest apart along ``u``.
@@ -88,6 +94,9 @@ class Loss:
         Returns the two records and the sign ``s`` such that the iterate is
         larger along ``s * u`` under ``x'``.
         """
+        if self.name == USER_LOSS:
+            raise ParameterError("canary kind 'input' needs the extreme records of the loss, which a loss of "
+                                 "your own does not give; use canary kind 'gradient'")
         if self.name in ("linear", "concave"):  # gradient x: the step moves w along -x
             return self.lipschitz * u, -self.lipschitz * u, 1.0
         if self.name == "quadratic":  # the step pulls w towards the centre c
@@ -109,6 +118,8 @@ class Loss:
             return self.domain.project(records)
         if self.name in ("linear", "concave"):
             return _clip_rows(records, self.lipschitz)
+        if self.name == USER_LOSS:  # its gradients are clipped instead
+            return records
         features = _clip_rows(records[..., : self.dim], self.lipschitz)
         labels = records[..., self.dim:]
         if self.name == "logistic":
@@ -126,6 +137,9 @@ class Loss:
             return self.smoothness * (w - records)
         if self.name == "concave":
             return records - self.smoothness * w
+        if self.name == USER_LOSS:  # a start point (d,) against records (n, d): clipped gradients (n, d)
+            return user_gradients(self.function, w.reshape(1, -1), records.reshape(-1, self.dim),
+                                  self.lipschitz)[0]
         x = records[..., : self.dim]
         return self._coefficient(w, records).unsqueeze(-1) * x
 
@@ -192,7 +206,7 @@ def make_loss(name: str, *, dim: int, lipschitz: float, domain: Domain,
 
     Parameters
     ----------
-    name : {"linear", "logistic", "quadratic", "huber", "concave"}
+    name : {"linear", "logistic", "quadratic", "huber", "concave"} or "FILE.py:NAME"
     dim : int
         Model dimension.
     lipschitz : float
@@ -202,6 +216,9 @@ def make_loss(name: str, *, dim: int, lipschitz: float, domain: Domain,
     smoothness : float, optional
         ``beta`` of the quadratic and concave losses (default 1); derived for the others.
     """
+    if is_user_loss(name):
+        lipschitz = check_real("lipschitz", lipschitz, positive=True)
+        return Loss(USER_LOSS, dim, lipschitz, math.inf, 0.0, domain, function=load_gradient(name, dim))
     check_choice("loss", name, LOSS_NAMES)
     lipschitz = check_real("lipschitz", lipschitz, positive=True)
     if name == "quadratic":

@@ -64,7 +64,7 @@ class PNSGD(IterativeMechanism):
         check_choice("variant", self.variant, VARIANTS)
         self.check_noise()
         self.loss_function  # validates loss, lipschitz, smoothness
-        if self.loss in NONCONVEX_LOSSES:
+        if self.loss in NONCONVEX_LOSSES or self.loss_function.name == "user":
             raise ParameterError(f"{self.name} audits convex losses (its claims are amplification by iteration); "
                                  f"loss={self.loss!r} is for dp-sgd and dp-lssgd")
 
