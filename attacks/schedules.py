@@ -110,8 +110,8 @@ def _directions(spec: Any, mechanism: Mechanism, count: int) -> np.ndarray:
                              f"got {len(spec.directions)}")
     for number, row in enumerate(spec.directions, start=1):
         if len(row) != dim:
-            raise ParameterError(f"canary directions: direction {number} must have {dim} numbers (the model "
-                                 f"dimension), got {len(row)}")
+            raise ParameterError(f"canary directions: direction {number} must have {dim} "
+                                 f"number{'s' if dim > 1 else ''} (the model dimension), got {len(row)}")
     rows = np.asarray(spec.directions, dtype=float)
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
@@ -121,10 +121,10 @@ def scheduled_pair(spec: Any, mechanism: Mechanism, kind: str, index: int | None
     from dpaudit.attacks.canaries import CanaryPair
 
     if kind != "gradient":
-        raise ParameterError(f"a scheduled canary inserts a gradient: canary kind must be 'gradient', got {kind!r}")
+        raise ParameterError(f"canary kind must be 'gradient' for a scheduled canary (it inserts a gradient), got kind={kind!r}")
     if spec.pair not in ("zero", "opposite"):
-        raise ParameterError(f"a scheduled canary's gradient is present or absent (pair='zero') or reversed "
-                             f"(pair='opposite'), got pair={spec.pair!r}")
+        raise ParameterError(f"canary pair of a scheduled canary must be 'zero' (its gradient present or absent) or "
+                             f"'opposite' (reversed), got pair={spec.pair!r}")
     if spec.direction == "least-varying":
         raise ParameterError("canary direction 'least-varying' is chosen for a record position; a scheduled "
                              "canary takes a list of numbers or directions")
@@ -132,7 +132,7 @@ def scheduled_pair(spec: Any, mechanism: Mechanism, kind: str, index: int | None
     units = _directions(spec, mechanism, len(steps))
     scale, sign = mechanism.gradient_canary()
     if not np.isfinite(scale):
-        raise ParameterError(f"a gradient canary needs a finite Lipschitz constant, got L={scale}")
+        raise ParameterError(f"canary gradient needs a finite Lipschitz constant, got L={scale}")
     background = spec._background(mechanism)
     data_a = background.with_schedule({step: scale * u for step, u in zip(steps, units)})
     data_b = (background.with_schedule({step: -scale * u for step, u in zip(steps, units)})

@@ -203,7 +203,7 @@ def _user_loss_path(mechanism: dict[str, Any], source: str) -> dict[str, Any]:
         base = Path(source).resolve().parent
         load_object(spec, parameter="loss", base=base)
     except ParameterError as exc:
-        raise _fail(source, "mechanism", "", str(exc)) from None
+        raise _fail(source, "mechanism", "loss", str(exc).removeprefix("loss: ")) from None
     if path.endswith(".py") and not Path(path).expanduser().is_absolute():
         mechanism["loss"] = f"{(base / path).resolve()}:{name}"
     return mechanism
