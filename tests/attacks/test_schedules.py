@@ -109,3 +109,15 @@ def test_a_dataset_with_a_step_beyond_the_run_is_refused():
         mech.sample(data, trials=2, seed=0)
     with pytest.raises(ParameterError, match="pnsgd has none"):
         mechanisms.make("pnsgd", n=4).sample(Dataset(np.zeros((4, 1)), scheduled={1: [1.0]}), trials=2, seed=0)
+
+
+def test_a_schedule_from_python_is_recorded_in_the_result():
+    import dpaudit
+
+    mech = mechanisms.make("dp-sgd", n=4, batch_size=4, steps=20, noise_std=0.25)
+    result = dpaudit.audit(mech, canary={"steps": [20, 1], "directions": [[1.0], [2.0]]}, trials=500, seed=0,
+                           workers=1)
+    assert result.canary["steps"] == [1, 20] and result.canary["directions"] == [[1.0], [2.0]]
+    assert "every" not in result.canary and result.canary["relation"] == "zero-out"
+    names = {claim.name for claim in result.claims if claim.applicable}
+    assert {"scheduled-composition", "scheduled-amplification", "exact-instance"} <= names
