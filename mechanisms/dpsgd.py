@@ -332,24 +332,24 @@ class DPSGD(IterativeMechanism):
         return released if iterates else theta
 
     def exact_output_laws(self, data_a: Dataset, data_b: Dataset):
-        """Exact laws of the last iterate on whole-space, linear-loss instances (``accounting.training_laws``).
+        """Exact laws of the last iterate on whole-space, linear-loss instances (``accounting.training_laws``;
+        ``accounting.scheduled`` for a canary inserted at chosen steps).
 
         Only for the samplers this package wrote: a subclass that samples or
         smooths differently has no exact accountant.
         """
+        from dpaudit.mechanisms.accounting.scheduled import is_scheduled, scheduled_laws
         from dpaudit.mechanisms.accounting.training_laws import dpsgd_laws
         from dpaudit.mechanisms.errors import NotExact
         from dpaudit.mechanisms.lssgd import DPLSSGD
 
-        from dpaudit.mechanisms.accounting.scheduled import is_scheduled, scheduled_laws
-
-        if type(self)._sample is DPSGD._sample and is_scheduled(data_a, data_b):
-            return scheduled_laws(self, data_a, data_b)
-        if self.output == "iterates":
-            raise NotExact("every iterate is released: the last-iterate laws do not describe the release "
-                           "(the white-box score law gives its ceiling)")
         if type(self)._sample is not DPSGD._sample or type(self).direction not in (DPSGD.direction,
                                                                                     DPLSSGD.direction):
             raise NotExact(f"{type(self).__name__} samples or smooths in its own way; the exact laws describe "
                            "dp-sgd and dp-lssgd")
+        if is_scheduled(data_a, data_b):  # a canary inserted at chosen steps: Gaussian (docs/theory.md 10.2)
+            return scheduled_laws(self, data_a, data_b)
+        if self.output == "iterates":
+            raise NotExact("every iterate is released: the last-iterate laws do not describe the release "
+                           "(the white-box score law gives its ceiling)")
         return dpsgd_laws(self, data_a, data_b)

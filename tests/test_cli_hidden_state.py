@@ -27,8 +27,10 @@ def test_every_5_runs_and_reports_the_closed_form(tmp_path, capsys):
     config = tmp_path / "every5.toml"
     config.write_text(DP_SGD + "[canary]\nevery = 5\n[audit]\ntrials = 2000\n")
     assert main(["run", str(config), "--store", str(tmp_path / "s.sqlite"), "--workers", "1", "--quiet",
-                 "--json"]) == 0
+                 "--json", "--out", str(tmp_path / "out")]) == 0
     document = json.loads(capsys.readouterr().out)
+    report = (tmp_path / "out" / f"{document['audit_id']}.md").read_text()
+    assert "inserted every 5 steps" in report and "scheduled-amplification" in report
     claims = {claim["name"]: claim for claim in document["claims"]}
     delta = document["audit"]["delta"]
     z = 0.1581 * 100

@@ -40,6 +40,17 @@ def test_every_5_is_the_gaussian_closed_form_and_below_every_iterate():
     assert exact <= claims["scheduled-amplification"].epsilon(DELTA) < every_iterate
 
 
+def test_dp_lssgd_has_the_exact_value_of_dp_sgd():
+    # its release is an invertible image of DP-SGD's (the smoothing is undone), docs/theory.md 10.2
+    mech, pair = _pair(every=5, dim=4)
+    lssgd = mechanisms.make("dp-lssgd", n=100, batch_size=100, steps=250, noise_std=0.1581, dim=4, smoothing=1.0)
+    scheduled = CanarySpec(every=5).build(lssgd, None)
+    assert abs(exact_epsilon(lssgd, scheduled.dataset_a, scheduled.dataset_b, DELTA)
+               - exact_epsilon(mech, pair.dataset_a, pair.dataset_b, DELTA)) < 1e-9
+    reason = _claims(lssgd, scheduled)["scheduled-amplification"].reason
+    assert "isotropic" in reason
+
+
 def test_at_k_1_the_hidden_state_hides_nothing():
     mech, pair = _pair(every=1)
     exact = exact_epsilon(mech, pair.dataset_a, pair.dataset_b, DELTA)
