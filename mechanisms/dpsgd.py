@@ -35,7 +35,7 @@ import torch
 from dpaudit.mechanisms import noise, tiles
 from dpaudit.mechanisms.base import param, register
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
+from dpaudit.mechanisms.iterative import ITERATIVE_CANARIES, IterativeMechanism, injected_rows
 from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
 from dpaudit.mechanisms.user_loss import user_gradients
 from dpaudit.mechanisms.errors import ParameterError
@@ -92,19 +92,9 @@ class DPSGD(IterativeMechanism):
                          domain=self.domain_set, smoothness=self.smoothness)
 
     @property
-    def user_loss(self):
-        """The gradient function of a loss named ``FILE.py:NAME`` (``None`` for a built-in loss)."""
-        return self.loss_function.function
-
-    @property
-    def user_function(self):
-        """A user's loss is fingerprinted with the audit (its source: a changed file changes the audit id)."""
-        return self.user_loss
-
-    @property
     def canary_kinds(self) -> tuple[str, ...]:
         """Gradient canaries only for a user's loss (its extreme records are unknown)."""
-        return ("gradient",) if self.user_loss is not None else IterativeMechanism.canary_kinds
+        return ("gradient",) if self.user_loss is not None else ITERATIVE_CANARIES
 
     @property
     def zero_record_is_absent(self) -> bool:

@@ -15,7 +15,7 @@ concave    ``x`` (d)      ``<w, x> - (beta/2) ||w||^2`` (not convex)   ``L`` [*]
 [*] ``concave`` is the non-convex construction of docs/theory.md 10: its
 records' part is linear (``L``-Lipschitz after clipping); its concave part
 is a public regulariser, the same for every record, which DP-SGD applies
-once per step. Two records' gradients differ by at most ``2L``, which is all
+once per step (PNSGD, one record per step, with that record). Two records' gradients differ by at most ``2L``, which is all
 composition bounds use; a step multiplies ``w`` by ``1 + eta beta > 1``, so
 steps expand and amplification by iteration does not apply.
 
@@ -168,6 +168,8 @@ class Loss:
             return w.mul_(1.0 - factor).add_(record, alpha=factor)
         if self.name == "concave":
             return w.mul_(1.0 + scale * self.smoothness).sub_(record, alpha=scale)
+        if self.name == USER_LOSS:  # the user's gradient at the old w, clipped to L
+            return w.sub_(user_gradients(self.function, w, record.unsqueeze(0), self.lipschitz)[:, 0], alpha=scale)
         # a rank-one product: addmm_ with a column and a row runs about three times faster than addr_
         return w.addmm_(self._coefficient(w, record).unsqueeze(-1), record[: self.dim].unsqueeze(0), alpha=-scale)
 

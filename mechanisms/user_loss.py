@@ -1,11 +1,11 @@
-"""A loss of the user's own for dp-sgd and dp-lssgd: ``loss = "path/to/file.py:name"``.
+"""A loss of the user's own for dp-sgd, dp-lssgd and (multi-epoch) pnsgd: ``loss = "path/to/file.py:name"``.
 
 The named object is a function ``gradient(w, record) -> gradients``: ``w`` is a
 ``(trials, d)`` tensor of iterates (one row per trial), ``record`` one record
 of ``d`` numbers, and the result the ``(trials, d)`` gradients of that record's
-loss at every trial's iterate, in one vectorised computation. DP-SGD clips
-each record's gradient to norm ``L`` (``lipschitz``), so every record moves a
-step's mean gradient by at most ``2 L / m`` whatever the function does; the
+loss at every trial's iterate, in one vectorised computation. DP-SGD and
+PNSGD clip each record's gradient to norm ``L`` (``lipschitz``), so every
+record moves a step by at most ``2 eta L`` (``/ m``) whatever the function does; the
 composition claims hold for it, the claims that need a convex loss are
 reported not applicable (docs/theory.md 10). The file is loaded with
 :func:`dpaudit.mechanisms.user_code.load_object`; its source is part of the
