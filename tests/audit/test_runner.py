@@ -36,10 +36,10 @@ def bounds(document):
 
 
 def test_workers_and_dask_give_identical_results(write_config, tmp_path):
+    LocalCluster = pytest.importorskip("dask.distributed", reason="the distributed extra is not installed").LocalCluster
     configs = load_configs([write_config(SMALL)])
     one = run_documents(configs, RunOptions(store=str(tmp_path / "one.sqlite"), workers=1, progress=False))[0]
     two = run_documents(configs, RunOptions(store=str(tmp_path / "two.sqlite"), workers=2, progress=False))[0]
-    from dask.distributed import LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None) as cluster:

