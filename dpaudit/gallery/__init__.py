@@ -65,8 +65,8 @@ SECTIONS = (
     Section("schedules", "(g) When does the hidden state hide anything?",
             "A crafted gradient inserted every k = 1, 5, 25 steps of DP-SGD (n = 100, batches of 100, 250 steps, "
             "noise multiplier 15.81, linear loss; Cebere et al. 2025), then one gradient at step 1 with a linear "
-            "and with a concave loss (Annamalai 2024): certified, exact and the claims side by side "
-            "(docs/theory.md 10)."),
+            "and with a concave loss (Annamalai 2024), and the same on PNSGD: certified, exact and the claims "
+            "side by side (docs/theory.md 10)."),
 )
 
 
