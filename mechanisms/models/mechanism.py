@@ -165,6 +165,14 @@ class ModelTraining(Mechanism):
         return build_model(self.model, self.record_dim - 1, self.classes, self.hidden, self.init_seed, torch_dtype)
 
     @property
+    def gradient_paths(self) -> list[str]:
+        """How each layer's per-example gradients are found: a closed form, parameter-free, or ``torch.func``
+        (and why), one line per layer; a model that is not a sequence of layers is one line."""
+        if isinstance(self._template, torch.nn.Linear):
+            return [f"{type(self._template).__name__}: closed form (linear model)"]
+        return Stacked(self._template).plan.describe()
+
+    @property
     def parameter_count(self) -> int:
         """Parameters of one model."""
         return sum(p.numel() for p in self._template.parameters())

@@ -112,6 +112,34 @@ def _gathered_step(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor
     return _finish((gradients * member.unsqueeze(-1)).sum(dim=1), theta, schedule, rng)
 
 
+def _layered_step(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
+                  injected: Injected, schedule: Schedule, rng: np.random.Generator,
+                  batch: torch.Tensor | None = None, buffers: None = None) -> torch.Tensor:
+    """A sequence of layers (``grad_sample``): each example's gradient norm from its layers' closed forms
+    (ghost norms where cheaper), then the clipped sum as one weighted product per layer, without forming
+    every per-example gradient of the model.
+
+    ``batch``: the record indices ``(trials, m)`` of shuffled batches (else drawn here)."""
+    if batch is None:
+        indices, member = _batch(theta.shape[0], features.shape[0], schedule, rng, theta.device)
+    else:
+        indices, member = batch.to(theta.device), torch.ones(batch.shape, dtype=torch.bool, device=theta.device)
+    squared, weighted_sum = stacked.plan.clip_parts(stacked.unflatten, stacked.names, theta, features[indices],
+                                                    labels[indices])
+    weights = _clip_factors(torch.sqrt(squared), schedule.clip) * member
+    if injected:
+        slots = injected.slot[indices]  # (T, K): the canary row of each batch entry, or -1
+        canary = (slots >= 0) & member
+        weights = torch.where(canary, 0.0, weights)  # a canary's gradient is replaced by its injected one
+        total = weighted_sum(weights)
+        included = torch.zeros(theta.shape[0], injected.positions.numel(), dtype=total.dtype, device=total.device)
+        included[canary.nonzero(as_tuple=True)[0], slots[canary]] = 1.0
+        total = total + included @ injected.vectors
+    else:
+        total = weighted_sum(weights)
+    return _finish(total, theta, schedule, rng)
+
+
 def members(trials: int, n: int, schedule: Schedule, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Each trial's batch as ``(rows, cols)`` index pairs, row-major: Poisson with rate ``m / n``, or ``m``
     records without replacement (the ``m`` smallest of independent float64 uniform keys: a uniform subset)."""
@@ -261,6 +289,10 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
     injected = Injected(injected, n, stacked.size, records.dtype, records.device)
     if stacked.linear:  # logits of every record: (trials, classes, n) per step
         step, per_trial = _dense_linear_step, 3 * n * (stacked.size // max(features.shape[1] + 1, 1) + 1)
+    elif stacked.plan.layered:  # gathered batches: (trials, K) examples' activations and norms
+        width = 2 * schedule.batch_size if schedule.sampling == "poisson" else schedule.batch_size
+        elements = stacked.plan.example_elements(stacked.unflatten, stacked.flat, features.unsqueeze(0))
+        step, per_trial = _layered_step, width * 4 * elements + 4 * stacked.size
     else:  # gathered batches: (trials, K, P) per-example gradients
         width = 2 * schedule.batch_size if schedule.sampling == "poisson" else schedule.batch_size
         step, per_trial = _gathered_step, width * stacked.size
