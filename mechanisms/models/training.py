@@ -52,14 +52,16 @@ class Schedule:
 
 def _batch(trials: int, n: int, schedule: Schedule, rng: np.random.Generator,
            device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Record indices ``(trials, K)`` of each trial's batch (:func:`membership`), ``K`` the largest
-    batch of the block, and a mask of the entries that are members."""
-    member = membership(trials, n, schedule, rng).to(device)
-    counts = member.sum(dim=1)
-    width = max(int(counts.max()), 1)
-    # the members of each row first (a stable sort of "not a member" keeps them in record order)
-    indices = torch.argsort((~member).to(torch.int8), dim=1, stable=True)[:, :width]
-    return indices, torch.arange(width, device=counts.device).unsqueeze(0) < counts.unsqueeze(1)
+    """Record indices ``(trials, K)`` of each trial's batch (:func:`members`), in record order and padded
+    with record 0, ``K`` the largest batch of the block, and a mask of the entries that are members."""
+    rows, cols = members(trials, n, schedule, rng)  # row-major: each row's members in record order
+    counts = torch.bincount(rows, minlength=trials)
+    width = max(int(counts.max()), 1) if rows.numel() else 1
+    starts = torch.cumsum(counts, dim=0) - counts
+    indices = torch.zeros(trials, width, dtype=torch.long)
+    indices[rows, torch.arange(rows.numel()) - starts[rows]] = cols
+    member = torch.arange(width).unsqueeze(0) < counts.unsqueeze(1)
+    return indices.to(device), member.to(device)
 
 
 class Injected:
@@ -292,7 +294,7 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
     elif stacked.plan.layered:  # gathered batches: (trials, K) examples' activations and norms
         width = 2 * schedule.batch_size if schedule.sampling == "poisson" else schedule.batch_size
         elements = stacked.plan.example_elements(stacked.unflatten, stacked.flat, features.unsqueeze(0))
-        step, per_trial = _layered_step, width * 4 * elements + 4 * stacked.size
+        step, per_trial = _layered_step, width * 2 * elements + 4 * stacked.size
     else:  # gathered batches: (trials, K, P) per-example gradients
         width = 2 * schedule.batch_size if schedule.sampling == "poisson" else schedule.batch_size
         step, per_trial = _gathered_step, width * stacked.size

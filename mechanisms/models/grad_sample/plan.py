@@ -136,7 +136,7 @@ def summed_losses(output: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 def _leaves(module: nn.Module, prefix: str) -> Iterator[tuple[str, nn.Module]]:
     if type(module) is nn.Sequential:
-        for name, child in module.named_children():
+        for name, child in module._modules.items():  # every use of a module (named_children skips repeats)
             yield from _leaves(child, f"{prefix}{name}.")
     else:
         yield prefix, module
