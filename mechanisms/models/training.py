@@ -31,6 +31,7 @@ from torch import nn
 from dpaudit.mechanisms.kinds import SHUFFLED
 from dpaudit.mechanisms.lssgd import laplacian_smooth
 from dpaudit.mechanisms.models.networks import Stacked, per_example_gradients
+from dpaudit.mechanisms.models.progress import training_bar
 
 __all__ = ["BLOCK_ELEMENTS", "Injected", "LinearBuffers", "Schedule", "linear_clipped_sum", "members", "membership", "train", "train_pnsgd"]
 
@@ -289,6 +290,10 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
     features, labels = records[:, :-1], records[:, -1]
     n = features.shape[0]
     injected = Injected(injected, n, stacked.size, records.dtype, records.device)
+    if records.device.type == "cuda":  # every step on the device (device.py)
+        from dpaudit.mechanisms.models.device import train_on_device
+
+        return train_on_device(stacked, records, injected, schedule, trials, rng, iterates=iterates)
     if stacked.linear:  # logits of every record: (trials, classes, n) per step
         step, per_trial = _dense_linear_step, 3 * n * (stacked.size // max(features.shape[1] + 1, 1) + 1)
     elif stacked.plan.layered:  # gathered batches: (trials, K) examples' activations and norms
@@ -308,7 +313,9 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
         order = None
         buffers = (LinearBuffers(theta.shape[0], stacked.size // (features.shape[1] + 1), features)
                    if stacked.linear else None)
+        bar = training_bar(schedule.steps, f"training {theta.shape[0]} models")
         for number in range(schedule.steps):
+            bar.update(1)
             batch = None
             if schedule.sampling in SHUFFLED:  # a uniform permutation, cut into batches of m
                 slot = number % (n // schedule.batch_size)
@@ -318,6 +325,7 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
             theta = step(stacked, theta, features, labels, injected, schedule, rng, batch, buffers)
             if iterates:
                 output[rows, number * size:(number + 1) * size] = theta
+        bar.close()
         output[rows, -size:] = theta
     return output
 
