@@ -21,7 +21,7 @@ Goodfellow 2015, "Efficient per-example gradient computations"; Li et al.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn
@@ -30,6 +30,9 @@ from dpaudit.mechanisms.models.grad_sample.fallback import FunctionalRule
 from dpaudit.mechanisms.models.grad_sample.registry import ClipParts, LayerRule, rule_for
 
 __all__ = ["LayerPlan", "LayerStep", "plan_layers", "summed_losses"]
+
+#: ``Stacked.unflatten``: parameters ``(T, P)`` -> ``{name: (T, *shape)}``
+Unflatten = Callable[[torch.Tensor], dict[str, torch.Tensor]]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -73,8 +76,8 @@ class LayerPlan:
         backprops = torch.autograd.grad(summed_losses(x, labels), outputs)
         return [(step, saved, b) for (step, saved, _), b in zip(trained, backprops)]
 
-    def per_example_gradients(self, unflatten, names: list[str], theta: torch.Tensor, inputs: torch.Tensor,
-                              labels: torch.Tensor) -> torch.Tensor:
+    def per_example_gradients(self, unflatten: Unflatten, names: list[str], theta: torch.Tensor,
+                              inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Per-example gradients ``(T, B, P)`` in the order of ``names``."""
         with torch.enable_grad():
             layers = self._run(unflatten(theta.detach().requires_grad_()), inputs, labels)
@@ -84,8 +87,8 @@ class LayerPlan:
                 found[step.names[own]] = gradient.detach()
         return torch.cat([found[name].flatten(start_dim=2) for name in names], dim=-1)
 
-    def clip_parts(self, unflatten, names: list[str], theta: torch.Tensor, inputs: torch.Tensor,
-                   labels: torch.Tensor) -> tuple[torch.Tensor, "callable"]:
+    def clip_parts(self, unflatten: Unflatten, names: list[str], theta: torch.Tensor, inputs: torch.Tensor,
+                   labels: torch.Tensor) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
         """Each example's squared gradient norm ``(T, B)``, and ``weights (T, B) -> sum (T, P)``."""
         with torch.enable_grad():
             layers = self._run(unflatten(theta.detach().requires_grad_()), inputs, labels)
@@ -103,7 +106,7 @@ class LayerPlan:
 
         return squared, weighted_sum
 
-    def example_elements(self, unflatten, theta: torch.Tensor, inputs: torch.Tensor) -> int:
+    def example_elements(self, unflatten: Unflatten, theta: torch.Tensor, inputs: torch.Tensor) -> int:
         """Entries held per example by a pass (activations and saved inputs), from one example of one trial."""
         total, x = 0, inputs[:1, :1]
         flat_params = unflatten(theta[:1])
