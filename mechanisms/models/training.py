@@ -299,7 +299,7 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
     elif stacked.plan.layered:  # gathered batches: (trials, K) examples' activations and norms
         width = 2 * schedule.batch_size if schedule.sampling == "poisson" else schedule.batch_size
         elements = stacked.plan.example_elements(stacked.unflatten, stacked.flat, features.unsqueeze(0))
-        step, per_trial = _layered_step, width * 2 * elements + 4 * stacked.size
+        step, per_trial = _layered_step, width * elements + 4 * stacked.size  # blocks of about 50 trials for the CNN
     else:  # gathered batches: (trials, K, P) per-example gradients
         width = 2 * schedule.batch_size if schedule.sampling == "poisson" else schedule.batch_size
         step, per_trial = _gathered_step, width * stacked.size
