@@ -21,8 +21,9 @@ from dpaudit.audit.confidence import (
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice
 
-__all__ = ["STRATEGIES", "calibration_sizes", "candidate_thresholds", "choose_threshold", "failure_split",
-           "orientation", "prepare_scores", "quantile_grid", "round_down", "thresholds_for"]
+__all__ = ["ATOM_SHARE", "PLANNING_LEVEL", "STRATEGIES", "TIE_FRACTIONS", "calibration_sizes", "candidate_tests",
+           "candidate_thresholds", "choose_test", "choose_threshold", "failure_split", "orientation",
+           "planned_counts", "prepare_scores", "quantile_grid", "round_down", "thresholds_for"]
 
 STRATEGIES = ("split", "union")
 
@@ -39,6 +40,69 @@ def candidate_thresholds(cal_a: np.ndarray, cal_b: np.ndarray, limit: int = 4000
     return pooled
 
 
+#: Fractions of a boundary atom a randomised test may take (besides all of it, 1): a grid fixed in advance
+TIE_FRACTIONS = np.arange(1, 32) / 32
+#: A score value is an atom worth splitting when this share of the pooled calibration scores sit on it
+ATOM_SHARE = 1e-3
+#: Calibration rates enter the planned bound as one-sided upper bounds at this level (a mild penalty for
+#: the noise of thin tails; the nominal level would penalise them as if calibration certified)
+PLANNING_LEVEL = 0.25
+
+
+def candidate_tests(cal_a: np.ndarray, cal_b: np.ndarray,
+                    limit: int = 4000) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Candidate tests ``score > t, or score == t and U < g`` and their calibration error counts.
+
+    Every candidate threshold comes with ``g = 1`` (the test ``score >= t``); a
+    threshold on an atom (a value that at least :data:`ATOM_SHARE` of the
+    calibration scores take) also with each fraction of :data:`TIE_FRACTIONS`.
+    Returns ``(thresholds, fractions, false_positives, false_negatives)``; the
+    counts are expected counts ``#{a > t} + g #{a == t}`` and ``#{b < t} + (1 - g)
+    #{b == t}`` (fractional where ``g`` is), the rates the randomised test has
+    on these scores given them.
+    """
+    values = candidate_thresholds(cal_a, cal_b, limit)
+    sorted_a, sorted_b = np.sort(cal_a), np.sort(cal_b)
+    above_a = sorted_a.size - np.searchsorted(sorted_a, values, side="right")
+    above_b = sorted_b.size - np.searchsorted(sorted_b, values, side="right")
+    equal_a = sorted_a.size - np.searchsorted(sorted_a, values, side="left") - above_a
+    equal_b = sorted_b.size - np.searchsorted(sorted_b, values, side="left") - above_b
+    atoms = np.flatnonzero(equal_a + equal_b >= max(2.0, ATOM_SHARE * (cal_a.size + cal_b.size)))
+    rows = np.concatenate([np.arange(values.size), np.repeat(atoms, TIE_FRACTIONS.size)])
+    fractions = np.concatenate([np.ones(values.size), np.tile(TIE_FRACTIONS, atoms.size)])
+    false_positives = above_a[rows] + fractions * equal_a[rows]
+    false_negatives = sorted_b.size - above_b[rows] - fractions * equal_b[rows]
+    return values[rows], fractions, false_positives.astype(float), false_negatives.astype(float)
+
+
+def planned_counts(counts: np.ndarray, trials: int, planned: int) -> np.ndarray:
+    """The counts ``planned`` certification trials would give at the calibration rates (their upper bounds
+    at :data:`PLANNING_LEVEL`, so that a rate seen a few times is not taken at its luckiest)."""
+    return cp_upper(counts, trials, PLANNING_LEVEL) * planned
+
+
+def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0,
+                planned: tuple[int, int] | None = None) -> tuple[float, float, float]:
+    """The test (threshold, tie fraction) whose bound is largest, and that bound; calibration scores only.
+
+    Without ``planned`` the bound is certified on the calibration scores themselves (at ``failure *
+    selection_level``). With ``planned = (m_a, m_b)``, the certification trials to come, it is the bound
+    those trials would certify at ``failure`` from the counts they would give at the calibration rates
+    (:func:`planned_counts`): at small epsilon the best test sits in a tail that the certification
+    budget resolves and the calibration part alone does not (docs/theory.md 7).
+    """
+    thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b)
+    if planned is None:
+        level = failure * selection_level
+        values, _ = objective(cp_upper(fp, cal_a.size, level), cp_upper(fn, cal_b.size, level))
+    else:
+        m_a, m_b = planned
+        values, _ = objective(cp_upper(planned_counts(fp, cal_a.size, m_a), m_a, failure),
+                              cp_upper(planned_counts(fn, cal_b.size, m_b), m_b, failure))
+    best = int(np.argmax(values))
+    return float(thresholds[best]), float(fractions[best]), float(values[best])
+
+
 def choose_threshold(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0) -> tuple[float, float]:
     """The candidate whose bound, certified on the calibration scores themselves, is largest.
 
@@ -50,6 +114,7 @@ def choose_threshold(cal_a, cal_b, failure: float, objective, selection_level: f
     harder. Over 8 seeded audits of a mu = 1 Gaussian with 10^6 trials per
     side this reached 0.975 of the oracle ceiling in epsilon and 0.995 in mu
     on average. Only the choice changes: the bound is certified on other data.
+    Deterministic tests only (``score >= t``); :func:`choose_test` may split an atom.
     """
     candidates = candidate_thresholds(cal_a, cal_b)
     fp, fn = error_counts(cal_a, cal_b, candidates)
