@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from dpaudit.audit.conditional import RATE_SHARE, conditional_epsilon_estimate, conditional_parts
+from dpaudit.audit.conditional import RATE_SHARE, conditional_parts
 from dpaudit.audit.confidence import (
     Counts,
     ThresholdPlan,
@@ -50,11 +50,11 @@ from dpaudit.audit.confidence import (
 from dpaudit.audit.thresholds import (
     STRATEGIES,
     calibration_sizes,
-    candidate_tests,
+    choose_conditional,
     choose_test,
+    epsilon_objective,
     failure_split,
     orientation,
-    planned_counts,
     prepare_scores,
     quantile_grid,
     round_down,
@@ -163,15 +163,7 @@ class ProfileBound:
 
 
 # -- objectives on (FPR upper, FNR upper) ------------------------------------
-def _epsilon_objective(delta: float) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    def objective(fpr: np.ndarray, fnr: np.ndarray):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            forward = np.log(np.maximum(1 - delta - fnr, 0.0) / fpr)   # log((1 - delta - FNR) / FPR)
-            backward = np.log(np.maximum(1 - delta - fpr, 0.0) / fnr)  # log((1 - delta - FPR) / FNR)
-        forward = np.nan_to_num(forward, nan=-np.inf)
-        backward = np.nan_to_num(backward, nan=-np.inf)
-        return np.maximum(forward, backward), np.where(forward >= backward, 0, 1)
-    return objective
+_epsilon_objective = epsilon_objective
 
 
 def _mu_objective(fpr: np.ndarray, fnr: np.ndarray):
@@ -186,22 +178,6 @@ MU_SELECTION_LEVEL = 0.01
 
 
 # -- epsilon -----------------------------------------------------------------------
-def _choose_conditional(cal_a, cal_b, beta: float, delta: float,
-                        planned: tuple[int, int] | None) -> tuple[float, float, float, int]:
-    """Threshold, tie fraction, calibration value and region of the best conditional bound
-    (``audit.conditional``); with ``planned``, the value the planned certification trials would give."""
-    thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b)
-    n_a, n_b = cal_a.size, cal_b.size
-    if planned is not None:  # the counts the planned certification trials would give
-        n_a, n_b = planned
-        fp, fn = planned_counts(fp, cal_a.size, n_a), planned_counts(fn, cal_b.size, n_b)
-    forward = conditional_epsilon_estimate(n_b - fn, n_b, fp, n_a, delta=delta, failure=beta)  # score >= t
-    backward = conditional_epsilon_estimate(n_a - fp, n_a, fn, n_b, delta=delta, failure=beta)  # score < t
-    values = np.maximum(forward, backward)
-    best = int(np.argmax(values))
-    return float(thresholds[best]), float(fractions[best]), float(values[best]), int(backward[best] > forward[best])
-
-
 def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: str = "split",
                  grid_size: int = 32, planned: tuple[int, int] | None = None, seed: int = 0) -> ThresholdPlan:
     """Orientation, tests and method of :func:`epsilon_lower_bound`, from calibration scores only.
@@ -223,7 +199,7 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
                              sizes)
     separate = max(((*choose_test(s * cal_a, s * cal_b, beta / 2, objective, planned=planned), s)
                     for s in (1.0, -1.0)), key=lambda row: row[2])
-    joint = max(((*_choose_conditional(s * cal_a, s * cal_b, beta, delta, planned), s) for s in (1.0, -1.0)),
+    joint = max(((*choose_conditional(s * cal_a, s * cal_b, beta, delta, planned), s) for s in (1.0, -1.0)),
                 key=lambda row: row[2])
     if joint[2] > separate[2]:
         return ThresholdPlan(joint[4], np.array([joint[0]]), sizes, method="conditional", direction=joint[3],

@@ -1,10 +1,12 @@
 """Choose one score of a portfolio on calibration trials only (docs/theory.md, "every attack").
 
 With several candidate scores, the calibration outputs of each side are cut
-in two halves: every applicable candidate is fitted on the first half (at
-most :data:`SELECTION_FIT` trials of it) and judged on the second by the epsilon bound it certifies there (its own
-seeded split of that half chooses the threshold), with the mu bound breaking
-ties. The strongest is refitted on all calibration outputs and is the only
+in two halves: every applicable candidate is fitted on the first half (a
+share :data:`SELECTION_SHARE` of the calibration trials, at least
+:data:`SELECTION_FIT` of them where the half holds that many: the share grows
+with the budget, docs/theory.md 7) and judged on the second by the epsilon
+bound it certifies there (its own seeded split of that half chooses the
+threshold), with the mu bound breaking ties. The strongest is refitted on all calibration outputs and is the only
 score the certification trials ever see. Everything chosen is a function of
 calibration trials, which are independent of the certification trials, so
 the certified bound holds at its stated confidence whatever was chosen: the
@@ -21,15 +23,26 @@ import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import Score, ScoreFunction, score_applies, score_fitted
-from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound
+from dpaudit.audit.confidence import Counts, split_calibration
+from dpaudit.audit.estimators import epsilon_lower_bound, gdp_lower_bound, plan_epsilon
+from dpaudit.audit.thresholds import planned_value
 from dpaudit.mechanisms.errors import DPAuditError, ParameterError
 
-__all__ = ["Candidate", "SELECTION_FIT", "choose_score"]
+__all__ = ["Candidate", "SELECTION_FIT", "SELECTION_SHARE", "choose_score", "selection_fit"]
 
-#: Candidates are fitted on at most this many calibration trials per side while choosing (the chosen
-#: score is refitted on all of them): choosing stays cheap next to sampling, so a leak that a sequential
-#: audit certifies at its first look costs little more than the calibration trials.
+#: Candidates are fitted on at least this many calibration trials per side while choosing (fewer only when
+#: the first half holds fewer), so a small audit chooses on as much as before.
 SELECTION_FIT = 1_000
+#: ... and on this share of the calibration trials per side, which grows with the budget (no fixed cap):
+#: at epsilon 0.1 candidates differ by a few hundredths, which 10^3 trials per side cannot tell apart
+#: (docs/theory.md 7). The chosen score is refitted on all calibration trials.
+SELECTION_SHARE = 0.1
+
+
+def selection_fit(calibration: int) -> int:
+    """Calibration trials per side the candidates are fitted on while choosing (of ``calibration``)."""
+    half = calibration // 2
+    return min(half, max(SELECTION_FIT, int(SELECTION_SHARE * calibration)))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,8 +66,26 @@ def _fit(score: Score, pair: CanaryPair, cal_a: np.ndarray, cal_b: np.ndarray, s
     return score.fit(pair, None, None, seed)
 
 
+def _strength(held_a: np.ndarray, held_b: np.ndarray, *, delta: float, confidence: float, seed: int,
+              planned: int | None) -> float:
+    """A candidate's strength on its held-out scores: the epsilon bound certified on a split of them, or,
+    with ``planned``, the bound ``planned`` certification trials per side would give to the test chosen on
+    one half of them at the rates of the other half (docs/theory.md 7: at small epsilon a few thousand
+    held-out trials certify nothing, so their certified bounds cannot tell candidates apart)."""
+    if planned is None:
+        return epsilon_lower_bound(held_a, held_b, delta=delta, confidence=confidence, calibration_fraction=0.5,
+                                   seed=seed).epsilon_lower_bound
+    first_a, first_b, second_a, second_b = split_calibration(held_a, held_b, 0.5, seed)
+    budget = (planned, planned)
+    plan = plan_epsilon(first_a, first_b, delta=delta, confidence=confidence, planned=budget, seed=seed)
+    value = planned_value(plan, Counts.of(plan, second_a, second_b), delta=delta, beta=1 - confidence,
+                          planned=budget)
+    return value if np.isfinite(value) else 0.0
+
+
 def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, cal_b: np.ndarray, *,
-                 seed: int, delta: float, confidence: float) -> tuple[Score, ScoreFunction, tuple[Candidate, ...]]:
+                 seed: int, delta: float, confidence: float,
+                 planned: int | None = None) -> tuple[Score, ScoreFunction, tuple[Candidate, ...]]:
     """The chosen score, fitted on all calibration outputs, and every candidate's calibration strength.
 
     Parameters
@@ -68,6 +99,9 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
         Seeds fitting and the threshold split of the strength estimate.
     delta, confidence : float
         Of the strength estimate (a figure for choosing only; it certifies nothing).
+    planned : int, optional
+        Certification trials per side to come: candidates are judged by the bound that budget would
+        give (:func:`_strength`); without it, by the bound certified on a split of their held-out scores.
     """
     if len(scores) == 1:
         return scores[0], _fit(scores[0], pair, cal_a, cal_b, seed), ()
@@ -83,7 +117,7 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
             candidates.append(Candidate(score.name, False, reason))
             continue
         try:
-            fitted = _fit(score, pair, cal_a[:min(half_a, SELECTION_FIT)], cal_b[:min(half_b, SELECTION_FIT)], seed)
+            fitted = _fit(score, pair, cal_a[:selection_fit(len(cal_a))], cal_b[:selection_fit(len(cal_b))], seed)
             held_a = np.asarray(fitted(cal_a[half_a:]), dtype=float)
             held_b = np.asarray(fitted(cal_b[half_b:]), dtype=float)
             if not (np.all(np.isfinite(held_a)) and np.all(np.isfinite(held_b))):
@@ -91,8 +125,7 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
         except (DPAuditError, ValueError, RuntimeError, FloatingPointError, np.linalg.LinAlgError) as exc:
             candidates.append(Candidate(score.name, False, str(exc) or type(exc).__name__))
             continue
-        eps = epsilon_lower_bound(held_a, held_b, delta=delta, confidence=confidence, calibration_fraction=0.5,
-                                  seed=seed).epsilon_lower_bound
+        eps = _strength(held_a, held_b, delta=delta, confidence=confidence, seed=seed, planned=planned)
         held[score.name] = (held_a, held_b)
         candidates.append(Candidate(score.name, True, "", eps))
     applicable = [c for c in candidates if c.applicable]

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from collections.abc import Callable
+
 import numpy as np
+
+from dpaudit.audit.conditional import conditional_epsilon_estimate
 from dpaudit.audit.confidence import (
+    Counts,
     ThresholdPlan,
     check_scores,
     cp_upper,
@@ -22,8 +27,8 @@ from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice
 
 __all__ = ["ATOM_SHARE", "PLANNING_LEVEL", "STRATEGIES", "TIE_FRACTIONS", "calibration_sizes", "candidate_tests",
-           "candidate_thresholds", "choose_test", "choose_threshold", "failure_split", "orientation",
-           "planned_counts", "prepare_scores", "quantile_grid", "round_down", "thresholds_for"]
+           "candidate_thresholds", "choose_conditional", "choose_test", "choose_threshold", "epsilon_objective",
+           "failure_split", "orientation", "planned_counts", "planned_value", "prepare_scores", "quantile_grid", "round_down", "thresholds_for"]
 
 STRATEGIES = ("split", "union")
 
@@ -44,9 +49,12 @@ def candidate_thresholds(cal_a: np.ndarray, cal_b: np.ndarray, limit: int = 4000
 TIE_FRACTIONS = np.arange(1, 32) / 32
 #: A score value is an atom worth splitting when this share of the pooled calibration scores sit on it
 ATOM_SHARE = 1e-3
-#: Calibration rates enter the planned bound as one-sided upper bounds at this level (a mild penalty for
-#: the noise of thin tails; the nominal level would penalise them as if calibration certified)
-PLANNING_LEVEL = 0.25
+#: Calibration rates enter the planned bound as one-sided upper bounds at this level: a penalty for the
+#: noise of thin tails, where the largest of thousands of noisy calibration estimates is mostly luck. Chosen
+#: on seeded audits: at 0.1-0.25 a mixed output whose likelihood ratio is flat in its tail (a sentinel or a
+#: Laplace value) had its test placed in a tail of a few calibration trials and certified 0 in 2-5 of 6
+#: audits; at 0.05 in none, for 3-5% of the ceiling on a mu = 1 Gaussian (docs/theory.md 7)
+PLANNING_LEVEL = 0.05
 
 
 def candidate_tests(cal_a: np.ndarray, cal_b: np.ndarray,
@@ -101,6 +109,47 @@ def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float 
                               cp_upper(planned_counts(fn, cal_b.size, m_b), m_b, failure))
     best = int(np.argmax(values))
     return float(thresholds[best]), float(fractions[best]), float(values[best])
+
+
+def epsilon_objective(delta: float) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``(FPR_hi, FNR_hi) -> (bound, direction)``: the epsilon bound of docs/theory.md 3.1 either way."""
+    def objective(fpr: np.ndarray, fnr: np.ndarray):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            forward = np.log(np.maximum(1 - delta - fnr, 0.0) / fpr)   # log((1 - delta - FNR) / FPR)
+            backward = np.log(np.maximum(1 - delta - fpr, 0.0) / fnr)  # log((1 - delta - FPR) / FNR)
+        forward = np.nan_to_num(forward, nan=-np.inf)
+        backward = np.nan_to_num(backward, nan=-np.inf)
+        return np.maximum(forward, backward), np.where(forward >= backward, 0, 1)
+    return objective
+
+
+def choose_conditional(cal_a, cal_b, beta: float, delta: float,
+                        planned: tuple[int, int] | None) -> tuple[float, float, float, int]:
+    """Threshold, tie fraction, calibration value and region of the best conditional bound
+    (``audit.conditional``); with ``planned``, the value the planned certification trials would give."""
+    thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b)
+    n_a, n_b = cal_a.size, cal_b.size
+    if planned is not None:  # the counts the planned certification trials would give
+        n_a, n_b = planned
+        fp, fn = planned_counts(fp, cal_a.size, n_a), planned_counts(fn, cal_b.size, n_b)
+    forward = conditional_epsilon_estimate(n_b - fn, n_b, fp, n_a, delta=delta, failure=beta)  # score >= t
+    backward = conditional_epsilon_estimate(n_a - fp, n_a, fn, n_b, delta=delta, failure=beta)  # score < t
+    values = np.maximum(forward, backward)
+    best = int(np.argmax(values))
+    return float(thresholds[best]), float(fractions[best]), float(values[best]), int(backward[best] > forward[best])
+
+
+def planned_value(plan: ThresholdPlan, counts: Counts, *, delta: float, beta: float,
+                  planned: tuple[int, int]) -> float:
+    """The bound ``planned = (m_a, m_b)`` certification trials would give to ``plan``'s first test at the rates
+    of ``counts`` (held-out trials the plan was not chosen on): an estimate for choosing, certifying nothing."""
+    (m_a, m_b), fp, fn = planned, counts.false_positives[:1], counts.false_negatives[:1]
+    fp, fn = planned_counts(fp, counts.trials_a, m_a), planned_counts(fn, counts.trials_b, m_b)
+    if plan.method != "conditional":
+        return float(epsilon_objective(delta)(cp_upper(fp, m_a, beta / 2), cp_upper(fn, m_b, beta / 2))[0][0])
+    if plan.direction == 0:
+        return float(conditional_epsilon_estimate(m_b - fn, m_b, fp, m_a, delta=delta, failure=beta)[0])
+    return float(conditional_epsilon_estimate(m_a - fp, m_a, fn, m_b, delta=delta, failure=beta)[0])
 
 
 def choose_threshold(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0) -> tuple[float, float]:
