@@ -51,6 +51,7 @@ from dpaudit.audit.thresholds import (
     STRATEGIES,
     calibration_sizes,
     choose_conditional,
+    PLANNING_LEVELS,
     choose_test,
     epsilon_objective,
     failure_split,
@@ -188,7 +189,8 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
     the trials whose score sits on its threshold (a randomised tie-break
     seeded by ``seed``, docs/theory.md 7). With ``planned = (m_a, m_b)``, the
     certification trials per side to come, the test is the one whose bound
-    at that budget is largest (``audit.thresholds.choose_test``).
+    at that budget is largest (``audit.thresholds.choose_test``; the calibration rates taken at their
+    upper bounds at the strictest of ``PLANNING_LEVELS`` that leaves a positive bound).
     """
     delta, beta = check_delta(delta), 1 - check_confidence(confidence)
     objective = _epsilon_objective(delta)
@@ -197,10 +199,13 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
         sign = orientation(cal_a, cal_b, beta / 2, objective)
         return ThresholdPlan(sign, thresholds_for(threshold, sign * cal_a, sign * cal_b, beta, grid_size, objective),
                              sizes)
-    separate = max(((*choose_test(s * cal_a, s * cal_b, beta / 2, objective, planned=planned), s)
-                    for s in (1.0, -1.0)), key=lambda row: row[2])
-    joint = max(((*choose_conditional(s * cal_a, s * cal_b, beta, delta, planned), s) for s in (1.0, -1.0)),
-                key=lambda row: row[2])
+    for level in PLANNING_LEVELS if planned is not None else PLANNING_LEVELS[:1]:
+        separate = max(((*choose_test(s * cal_a, s * cal_b, beta / 2, objective, planned=planned, level=level), s)
+                        for s in (1.0, -1.0)), key=lambda row: row[2])
+        joint = max(((*choose_conditional(s * cal_a, s * cal_b, beta, delta, planned, level), s)
+                     for s in (1.0, -1.0)), key=lambda row: row[2])
+        if max(separate[2], joint[2]) > 0:
+            break
     if joint[2] > separate[2]:
         return ThresholdPlan(joint[4], np.array([joint[0]]), sizes, method="conditional", direction=joint[3],
                              tie_fractions=np.array([joint[1]]), tie_seed=seed)

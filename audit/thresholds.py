@@ -26,7 +26,7 @@ from dpaudit.audit.confidence import (
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice
 
-__all__ = ["ATOM_SHARE", "PLANNING_LEVEL", "STRATEGIES", "TIE_FRACTIONS", "calibration_sizes", "candidate_tests",
+__all__ = ["ATOM_SHARE", "PLANNING_LEVELS", "STRATEGIES", "TIE_FRACTIONS", "calibration_sizes", "candidate_tests",
            "candidate_thresholds", "choose_conditional", "choose_test", "choose_threshold", "epsilon_objective",
            "failure_split", "orientation", "planned_counts", "planned_value", "prepare_scores", "quantile_grid", "round_down", "thresholds_for"]
 
@@ -49,12 +49,13 @@ def candidate_thresholds(cal_a: np.ndarray, cal_b: np.ndarray, limit: int = 4000
 TIE_FRACTIONS = np.arange(1, 32) / 32
 #: A score value is an atom worth splitting when this share of the pooled calibration scores sit on it
 ATOM_SHARE = 1e-3
-#: Calibration rates enter the planned bound as one-sided upper bounds at this level: a penalty for the
-#: noise of thin tails, where the largest of thousands of noisy calibration estimates is mostly luck. Chosen
-#: on seeded audits: at 0.1-0.25 a mixed output whose likelihood ratio is flat in its tail (a sentinel or a
-#: Laplace value) had its test placed in a tail of a few calibration trials and certified 0 in 2-5 of 6
-#: audits; at 0.05 in none, for 3-5% of the ceiling on a mu = 1 Gaussian (docs/theory.md 7)
-PLANNING_LEVEL = 0.05
+#: Calibration rates enter the planned bound as one-sided upper bounds at the first of these levels at
+#: which some test plans a positive bound: a penalty for the noise of thin tails, where the largest of
+#: thousands of noisy calibration estimates is mostly luck, relaxed when it leaves nothing (the effect is
+#: smaller than the calibration part's noise, and the point estimates are the best guide left). Chosen on
+#: seeded audits (docs/theory.md 7): at 0.1-0.25 alone, a mixed output whose likelihood ratio is flat in
+#: its tail had its test placed in a tail of a few calibration trials and certified 0 in 2-5 of 6 audits.
+PLANNING_LEVELS = (0.05, 0.25, 0.5)
 
 
 def candidate_tests(cal_a: np.ndarray, cal_b: np.ndarray,
@@ -83,21 +84,22 @@ def candidate_tests(cal_a: np.ndarray, cal_b: np.ndarray,
     return values[rows], fractions, false_positives.astype(float), false_negatives.astype(float)
 
 
-def planned_counts(counts: np.ndarray, trials: int, planned: int) -> np.ndarray:
-    """The counts ``planned`` certification trials would give at the calibration rates (their upper bounds
-    at :data:`PLANNING_LEVEL`, so that a rate seen a few times is not taken at its luckiest)."""
-    return cp_upper(counts, trials, PLANNING_LEVEL) * planned
+def planned_counts(counts: np.ndarray, trials: int, planned: int, level: float = 0.5) -> np.ndarray:
+    """The counts ``planned`` certification trials would give at the calibration rates, taken at their
+    one-sided upper bounds at ``level`` (so that a rate seen a few times is not taken at its luckiest;
+    0.5: about the point estimate)."""
+    return cp_upper(counts, trials, level) * planned
 
 
 def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0,
-                planned: tuple[int, int] | None = None) -> tuple[float, float, float]:
+                planned: tuple[int, int] | None = None, level: float = PLANNING_LEVELS[0]) -> tuple[float, float, float]:
     """The test (threshold, tie fraction) whose bound is largest, and that bound; calibration scores only.
 
     Without ``planned`` the bound is certified on the calibration scores themselves (at ``failure *
     selection_level``). With ``planned = (m_a, m_b)``, the certification trials to come, it is the bound
     those trials would certify at ``failure`` from the counts they would give at the calibration rates
-    (:func:`planned_counts`): at small epsilon the best test sits in a tail that the certification
-    budget resolves and the calibration part alone does not (docs/theory.md 7).
+    (:func:`planned_counts` at ``level``): at small epsilon the best test sits in a tail that the
+    certification budget resolves and the calibration part alone does not (docs/theory.md 7).
     """
     thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b)
     if planned is None:
@@ -105,8 +107,8 @@ def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float 
         values, _ = objective(cp_upper(fp, cal_a.size, level), cp_upper(fn, cal_b.size, level))
     else:
         m_a, m_b = planned
-        values, _ = objective(cp_upper(planned_counts(fp, cal_a.size, m_a), m_a, failure),
-                              cp_upper(planned_counts(fn, cal_b.size, m_b), m_b, failure))
+        values, _ = objective(cp_upper(planned_counts(fp, cal_a.size, m_a, level), m_a, failure),
+                              cp_upper(planned_counts(fn, cal_b.size, m_b, level), m_b, failure))
     best = int(np.argmax(values))
     return float(thresholds[best]), float(fractions[best]), float(values[best])
 
@@ -123,15 +125,15 @@ def epsilon_objective(delta: float) -> Callable[[np.ndarray, np.ndarray], tuple[
     return objective
 
 
-def choose_conditional(cal_a, cal_b, beta: float, delta: float,
-                        planned: tuple[int, int] | None) -> tuple[float, float, float, int]:
+def choose_conditional(cal_a, cal_b, beta: float, delta: float, planned: tuple[int, int] | None,
+                       level: float = PLANNING_LEVELS[0]) -> tuple[float, float, float, int]:
     """Threshold, tie fraction, calibration value and region of the best conditional bound
     (``audit.conditional``); with ``planned``, the value the planned certification trials would give."""
     thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b)
     n_a, n_b = cal_a.size, cal_b.size
     if planned is not None:  # the counts the planned certification trials would give
         n_a, n_b = planned
-        fp, fn = planned_counts(fp, cal_a.size, n_a), planned_counts(fn, cal_b.size, n_b)
+        fp, fn = planned_counts(fp, cal_a.size, n_a, level), planned_counts(fn, cal_b.size, n_b, level)
     forward = conditional_epsilon_estimate(n_b - fn, n_b, fp, n_a, delta=delta, failure=beta)  # score >= t
     backward = conditional_epsilon_estimate(n_a - fp, n_a, fn, n_b, delta=delta, failure=beta)  # score < t
     values = np.maximum(forward, backward)
@@ -142,7 +144,8 @@ def choose_conditional(cal_a, cal_b, beta: float, delta: float,
 def planned_value(plan: ThresholdPlan, counts: Counts, *, delta: float, beta: float,
                   planned: tuple[int, int]) -> float:
     """The bound ``planned = (m_a, m_b)`` certification trials would give to ``plan``'s first test at the rates
-    of ``counts`` (held-out trials the plan was not chosen on): an estimate for choosing, certifying nothing."""
+    of ``counts`` (held-out trials the plan was not chosen on, so taken as they are): an estimate for
+    choosing, certifying nothing."""
     (m_a, m_b), fp, fn = planned, counts.false_positives[:1], counts.false_negatives[:1]
     fp, fn = planned_counts(fp, counts.trials_a, m_a), planned_counts(fn, counts.trials_b, m_b)
     if plan.method != "conditional":
