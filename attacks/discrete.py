@@ -157,6 +157,9 @@ def _fit_histogram(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray):
         return np.where(keys[position] == codes, log_ratio[position], 0.0)
 
     histogram.outcomes = int(keys.size)
+    # every score is a function of the outcome, and this table estimates the best one (the likelihood
+    # ratio): a portfolio takes it without a contest (``audit.portfolio``)
+    histogram.sufficient = True
     return histogram
 
 

@@ -4,10 +4,17 @@ With several candidate scores, the calibration outputs of each side are cut
 in two halves: every applicable candidate is fitted on the first half (a
 share :data:`SELECTION_SHARE` of the calibration trials, at least
 :data:`SELECTION_FIT` of them where the half holds that many: the share grows
-with the budget, docs/theory.md 7) and judged on the second by the epsilon
-bound it certifies there (its own seeded split of that half chooses the
-threshold), with the mu bound breaking ties. The strongest is refitted on all calibration outputs and is the only
-score the certification trials ever see. Everything chosen is a function of
+with the budget, docs/theory.md 7) and judged on the second: by the bound
+the planned certification trials would give to the test chosen on one part
+of its held-out scores, at the rates of the other part (:func:`_strength`;
+without a plan, by the bound certified on a split of them), with the mu
+bound breaking ties. A fitted score that says it is ``sufficient`` (the
+plug-in likelihood ratio of the whole output, such as the outcome table of
+``discrete``) is chosen without a contest: every score is a function of the
+output, and at small epsilon a contest judged on a few thousand held-out
+trials is mostly noise (docs/theory.md 7). The chosen score is refitted on
+all calibration outputs and is the only score the certification trials ever
+see. Everything chosen is a function of
 calibration trials, which are independent of the certification trials, so
 the certified bound holds at its stated confidence whatever was chosen: the
 choice costs nothing in the failure probability.
@@ -111,6 +118,7 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
                              f"{min(len(cal_a), len(cal_b))}: raise trials or calibration_fraction")
     candidates: list[Candidate] = []
     held: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    sufficient: list[str] = []
     for score in scores:
         reason = score_applies(score, pair)
         if reason:
@@ -127,11 +135,18 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
             continue
         eps = _strength(held_a, held_b, delta=delta, confidence=confidence, seed=seed, planned=planned)
         held[score.name] = (held_a, held_b)
+        if getattr(fitted, "sufficient", False):
+            sufficient.append(score.name)
         candidates.append(Candidate(score.name, True, "", eps))
     applicable = [c for c in candidates if c.applicable]
     if not applicable:
         raise ParameterError("no score of the portfolio applies: " + "; ".join(
             f"{c.name}: {c.reason}" for c in candidates))
+    if sufficient:  # a plug-in likelihood ratio of the whole output: no other score can do better
+        name = sufficient[0]
+        chosen = next(score for score in scores if score.name == name)
+        candidates = [dataclasses.replace(c, chosen=c.name == name) for c in candidates]
+        return chosen, _fit(chosen, pair, cal_a, cal_b, seed), tuple(candidates)
     top = max(c.epsilon for c in applicable)
     # the mu bound breaks ties (computed for the tied candidates only: it is a second look at the same trials)
     mus = {c.name: gdp_lower_bound(*held[c.name], confidence=confidence, calibration_fraction=0.5,

@@ -144,10 +144,11 @@ def choose_conditional(cal_a, cal_b, beta: float, delta: float, planned: tuple[i
 def planned_value(plan: ThresholdPlan, counts: Counts, *, delta: float, beta: float,
                   planned: tuple[int, int]) -> float:
     """The bound ``planned = (m_a, m_b)`` certification trials would give to ``plan``'s first test at the rates
-    of ``counts`` (held-out trials the plan was not chosen on, so taken as they are): an estimate for
-    choosing, certifying nothing."""
+    of ``counts`` (held-out trials the plan was not chosen on), each at its upper bound at the strictest
+    planning level: an estimate for choosing, certifying nothing."""
     (m_a, m_b), fp, fn = planned, counts.false_positives[:1], counts.false_negatives[:1]
-    fp, fn = planned_counts(fp, counts.trials_a, m_a), planned_counts(fn, counts.trials_b, m_b)
+    level = PLANNING_LEVELS[0]  # held-out rates of a few trials are noisy too: a max over candidates favours them
+    fp, fn = planned_counts(fp, counts.trials_a, m_a, level), planned_counts(fn, counts.trials_b, m_b, level)
     if plan.method != "conditional":
         return float(epsilon_objective(delta)(cp_upper(fp, m_a, beta / 2), cp_upper(fn, m_b, beta / 2))[0][0])
     if plan.direction == 0:

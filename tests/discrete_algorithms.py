@@ -18,6 +18,7 @@ import dpaudit
 from dpaudit.audit.ceiling import statistical_ceiling
 
 SENTINEL = -1000.0  #: "below the threshold"
+GRID = 2.0 ** -10  #: released noisy values are snapped to this grid: their low bits carry nothing (theory 1.9)
 ABORTED = -1.0  #: "not answered: the algorithm stopped"
 
 
@@ -166,7 +167,8 @@ def svt_noisy_answers(epsilon: float, queries: int = 6) -> Algorithm:
         above = noisy >= threshold + rho
         first = np.where(above.any(axis=1), np.argmax(above, axis=1), answers.size)
         position = np.arange(answers.size)[None, :]
-        return np.where(position < first[:, None], SENTINEL, np.where(position == first[:, None], noisy, ABORTED))
+        released = np.round(noisy / GRID) * GRID
+        return np.where(position < first[:, None], SENTINEL, np.where(position == first[:, None], released, ABORTED))
 
     pair = (np.zeros(queries), np.ones(queries))
     return Algorithm("svt-noisy-answers", dpaudit.from_batched_callable(fn, queries, name="svt-noisy-answers"),
@@ -177,14 +179,16 @@ def sentinel_or_value(epsilon: float) -> Algorithm:
     """Mixed output: ``-1000`` when a noisy answer falls below a threshold, else a fresh noisy answer.
 
     Each part spends ``epsilon / 2`` (Laplace(2/eps) on a sensitivity-1 answer): ``epsilon``-DP; the
-    exact epsilon of the pair (answers 0 and 1, threshold 0.5) is computed in closed form.
+    exact epsilon of the pair (answers 0 and 1, threshold 0.5) is computed in closed form (the value is
+    snapped to a grid of 2^-10, post-processing that keeps the Laplace tails' ratio ``e^(eps/2)``).
     """
     scale, threshold = 2.0 / epsilon, 0.5
 
     def fn(records, rng, trials):
         answer = float(np.ravel(records)[0])
         passed = answer + _laplace(rng, scale, trials) >= threshold
-        return np.where(passed, answer + _laplace(rng, scale, trials), SENTINEL)[:, None]
+        value = np.round((answer + _laplace(rng, scale, trials)) / GRID) * GRID
+        return np.where(passed, value, SENTINEL)[:, None]
 
     below = [float(_laplace_cdf(threshold - q, scale)) for q in (0.0, 1.0)]
     exact = max(abs(math.log(below[0] / below[1])),
