@@ -75,18 +75,24 @@ def _fit(score: Score, pair: CanaryPair, cal_a: np.ndarray, cal_b: np.ndarray, s
 
 def _strength(held_a: np.ndarray, held_b: np.ndarray, *, delta: float, confidence: float, seed: int,
               planned: int | None) -> float:
-    """A candidate's strength on its held-out scores: the epsilon bound certified on a split of them, or,
-    with ``planned``, the bound ``planned`` certification trials per side would give to the test chosen on
-    one half of them at the rates of the other half (docs/theory.md 7: at small epsilon a few thousand
-    held-out trials certify nothing, so their certified bounds cannot tell candidates apart)."""
+    """A candidate's strength on its held-out scores (a figure for choosing, certifying nothing).
+
+    Without ``planned``: the epsilon bound certified on a split of them. With it: the bound ``planned``
+    certification trials per side would give to the test chosen on one half of them at the rates of the
+    other half, and the other way round, averaged (docs/theory.md 7: at small epsilon a few thousand
+    held-out trials certify nothing, so their certified bounds cannot tell candidates apart).
+    """
     if planned is None:
         return epsilon_lower_bound(held_a, held_b, delta=delta, confidence=confidence, calibration_fraction=0.5,
                                    seed=seed).epsilon_lower_bound
     first_a, first_b, second_a, second_b = split_calibration(held_a, held_b, 0.5, seed)
     budget = (planned, planned)
-    plan = plan_epsilon(first_a, first_b, delta=delta, confidence=confidence, planned=budget, seed=seed)
-    value = planned_value(plan, Counts.of(plan, second_a, second_b), delta=delta, beta=1 - confidence,
-                          planned=budget)
+    values = []
+    for choose, read in (((first_a, first_b), (second_a, second_b)), ((second_a, second_b), (first_a, first_b))):
+        plan = plan_epsilon(*choose, delta=delta, confidence=confidence, planned=budget, seed=seed)
+        values.append(planned_value(plan, Counts.of(plan, *read), delta=delta, beta=1 - confidence,
+                                    planned=budget))
+    value = float(np.mean(values))  # both ways round: half the variance of one
     return value if np.isfinite(value) else 0.0
 
 
@@ -147,10 +153,11 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
         chosen = next(score for score in scores if score.name == name)
         candidates = [dataclasses.replace(c, chosen=c.name == name) for c in candidates]
         return chosen, _fit(chosen, pair, cal_a, cal_b, seed), tuple(candidates)
-    top = max(c.epsilon for c in applicable)
-    # the mu bound breaks ties (computed for the tied candidates only: it is a second look at the same trials)
+    # strengths at or below 0 tie (none resolves an effect at this budget); the mu bound, read near the
+    # centre where the noise is smallest, breaks ties (computed for the tied candidates only)
+    top = max(max(c.epsilon, 0.0) for c in applicable)
     mus = {c.name: gdp_lower_bound(*held[c.name], confidence=confidence, calibration_fraction=0.5,
-                                   seed=seed).mu_lower_bound for c in applicable if c.epsilon == top}
+                                   seed=seed).mu_lower_bound for c in applicable if max(c.epsilon, 0.0) == top}
     name = max(mus, key=lambda n: (mus[n], -[c.name for c in applicable].index(n)))
     chosen = next(score for score in scores if score.name == name)
     candidates = [dataclasses.replace(c, mu=mus.get(c.name)) for c in candidates]

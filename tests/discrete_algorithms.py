@@ -16,6 +16,7 @@ import numpy as np
 
 import dpaudit
 from dpaudit.audit.ceiling import statistical_ceiling
+from dpaudit.mechanisms.dataset import as_dataset
 
 SENTINEL = -1000.0  #: "below the threshold"
 GRID = 2.0 ** -10  #: released noisy values are snapped to this grid: their low bits carry nothing (theory 1.9)
@@ -31,6 +32,10 @@ class Algorithm:
     exact: float
     #: the exact output law on each dataset (outcome probabilities, same order), when it is discrete
     law: tuple[np.ndarray, np.ndarray] | None = None
+
+    def sample(self, side: int, trials: int, seed: int) -> np.ndarray:
+        """``trials`` outputs on ``S`` (side 0) or ``S'`` (side 1)."""
+        return np.asarray(self.mechanism.sample(as_dataset(self.pair[side]), trials=trials, seed=seed))
 
     def ceiling(self, trials: int, confidence: float = 0.95) -> float | None:
         """The most a threshold test with a tie fraction can certify from ``trials`` per side at the expected
