@@ -13,6 +13,7 @@ from typing import Any
 from collections.abc import Callable
 
 import numpy as np
+from scipy.special import betaincinv
 
 from dpaudit.audit.conditional import conditional_epsilon_estimate
 from dpaudit.audit.confidence import (
@@ -84,11 +85,21 @@ def candidate_tests(cal_a: np.ndarray, cal_b: np.ndarray,
     return values[rows], fractions, false_positives.astype(float), false_negatives.astype(float)
 
 
+def _upper(counts: np.ndarray, trials: int, failure: float) -> np.ndarray:
+    """Clopper-Pearson upper bounds for choosing (not certifying): the regularised incomplete beta
+    function's inverse directly, about fifty times faster than ``cp_upper`` on the thousands of
+    candidate tests of a portfolio (``cp_upper`` certifies)."""
+    counts = np.asarray(counts, dtype=float)
+    with np.errstate(invalid="ignore"):
+        upper = betaincinv(counts + 1, np.maximum(trials - counts, 1e-300), 1 - failure)
+    return np.where(counts >= trials, 1.0, np.nan_to_num(upper, nan=1.0))
+
+
 def planned_counts(counts: np.ndarray, trials: int, planned: int, level: float = 0.5) -> np.ndarray:
     """The counts ``planned`` certification trials would give at the calibration rates, taken at their
     one-sided upper bounds at ``level`` (so that a rate seen a few times is not taken at its luckiest;
     0.5: about the point estimate)."""
-    return cp_upper(counts, trials, level) * planned
+    return _upper(counts, trials, level) * planned
 
 
 def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0,
@@ -107,8 +118,8 @@ def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float 
         values, _ = objective(cp_upper(fp, cal_a.size, level), cp_upper(fn, cal_b.size, level))
     else:
         m_a, m_b = planned
-        values, _ = objective(cp_upper(planned_counts(fp, cal_a.size, m_a, level), m_a, failure),
-                              cp_upper(planned_counts(fn, cal_b.size, m_b, level), m_b, failure))
+        values, _ = objective(_upper(planned_counts(fp, cal_a.size, m_a, level), m_a, failure),
+                              _upper(planned_counts(fn, cal_b.size, m_b, level), m_b, failure))
     best = int(np.argmax(values))
     return float(thresholds[best]), float(fractions[best]), float(values[best])
 
@@ -150,7 +161,7 @@ def planned_value(plan: ThresholdPlan, counts: Counts, *, delta: float, beta: fl
     level = PLANNING_LEVELS[0]  # held-out rates of a few trials are noisy too: a max over candidates favours them
     fp, fn = planned_counts(fp, counts.trials_a, m_a, level), planned_counts(fn, counts.trials_b, m_b, level)
     if plan.method != "conditional":
-        return float(epsilon_objective(delta)(cp_upper(fp, m_a, beta / 2), cp_upper(fn, m_b, beta / 2))[0][0])
+        return float(epsilon_objective(delta)(_upper(fp, m_a, beta / 2), _upper(fn, m_b, beta / 2))[0][0])
     if plan.direction == 0:
         return float(conditional_epsilon_estimate(m_b - fn, m_b, fp, m_a, delta=delta, failure=beta)[0])
     return float(conditional_epsilon_estimate(m_a - fp, m_a, fn, m_b, delta=delta, failure=beta)[0])

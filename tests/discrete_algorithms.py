@@ -2,8 +2,8 @@
 ``discrete`` score and randomised thresholds (docs/theory.md 7).
 
 Each maker returns an :class:`Algorithm`: the batched mechanism (``records`` are the query answers), a
-neighbouring pair of answer vectors, the claim, and the exact epsilon of that pair (``inf`` for a
-violation), computed from the exact output law (enumeration and one-dimensional integration).
+neighbouring pair of answer vectors, the claim, and the exact epsilon of that pair (NaN where not
+computed), computed from the exact output law (enumeration and one-dimensional integration).
 """
 
 from __future__ import annotations
@@ -162,7 +162,11 @@ def svt_booleans(epsilon: float, *, cutoff: bool = True, queries: int = 6) -> Al
 
 
 def svt_noisy_answers(epsilon: float, queries: int = 6) -> Algorithm:
-    """Sparse vector releasing the noisy answer it compared (SVT3-like, c = 1): no finite epsilon."""
+    """Sparse vector releasing the noisy answer it compared (SVT3-like, c = 1), not claimed private.
+
+    Lyu, Su and Li show that its privacy loss grows without bound with the number of queries; for a
+    fixed number it is finite, and not computed here (``exact`` is NaN).
+    """
     rho_scale, nu_scale, threshold = 2.0 / epsilon, 4.0 / epsilon, 0.5
 
     def fn(records, rng, trials):
@@ -177,7 +181,7 @@ def svt_noisy_answers(epsilon: float, queries: int = 6) -> Algorithm:
 
     pair = (np.zeros(queries), np.ones(queries))
     return Algorithm("svt-noisy-answers", dpaudit.from_batched_callable(fn, queries, name="svt-noisy-answers"),
-                     pair, epsilon, math.inf)
+                     pair, epsilon, math.nan)
 
 
 def sentinel_or_value(epsilon: float) -> Algorithm:
