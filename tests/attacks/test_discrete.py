@@ -85,3 +85,24 @@ def test_continuous_outputs_are_declined_with_a_reason():
 def test_discrete_is_registered_and_in_the_default_portfolio():
     assert "discrete" in registered_scores()
     assert "discrete" in [score.name for score in resolve_scores("auto")]
+
+
+def test_the_portfolio_fits_on_a_share_that_grows_with_the_budget():
+    from dpaudit.audit.portfolio import SELECTION_FIT, SELECTION_SHARE, selection_fit
+
+    assert selection_fit(600) == 300  # a small audit: the first half, as before
+    assert selection_fit(8_000) == SELECTION_FIT
+    assert selection_fit(2_000_000) == int(SELECTION_SHARE * 2_000_000)  # no cap
+
+
+def test_the_portfolio_takes_the_outcome_table_without_a_contest():
+    # randomised response: every score is a function of the outcome, and the table estimates the best
+    import dpaudit
+    from tests import discrete_algorithms as algorithms
+
+    algorithm = algorithms.randomized_response(1.0)
+    result = dpaudit.audit(algorithm.mechanism, dataset_pair=algorithm.pair, trials=20_000, delta=0.0, seed=0,
+                           score=["projection", "discrete"])
+    chosen = [row for row in result.attack["portfolio"] if row["chosen"]]
+    assert [row["name"] for row in chosen] == ["discrete"]
+    assert 0 < result.epsilon_lower_bound <= 1.0
