@@ -32,7 +32,6 @@ Dong, Roth, Su 2022, "Gaussian Differential Privacy" (tradeoff of mu-GDP).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -45,7 +44,6 @@ from dpaudit.audit.confidence import (
     check_confidence,
     check_delta,
     cp_upper,
-    error_counts,
 )
 from dpaudit.audit.thresholds import (
     STRATEGIES,

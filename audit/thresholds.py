@@ -29,7 +29,8 @@ from dpaudit.mechanisms.validation import check_choice
 
 __all__ = ["ATOM_SHARE", "PLANNING_LEVELS", "STRATEGIES", "TIE_FRACTIONS", "calibration_sizes", "candidate_tests",
            "candidate_thresholds", "choose_conditional", "choose_test", "choose_threshold", "epsilon_objective",
-           "failure_split", "orientation", "planned_counts", "planned_value", "prepare_scores", "quantile_grid", "round_down", "thresholds_for"]
+           "failure_split", "orientation", "planned_counts", "planned_value", "prepare_scores", "quantile_grid",
+           "round_down", "thresholds_for"]
 
 STRATEGIES = ("split", "union")
 
@@ -103,7 +104,8 @@ def planned_counts(counts: np.ndarray, trials: int, planned: int, level: float =
 
 
 def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0,
-                planned: tuple[int, int] | None = None, level: float = PLANNING_LEVELS[0]) -> tuple[float, float, float]:
+                planned: tuple[int, int] | None = None,
+                level: float = PLANNING_LEVELS[0]) -> tuple[float, float, float]:
     """The test (threshold, tie fraction) whose bound is largest, and that bound; calibration scores only.
 
     Without ``planned`` the bound is certified on the calibration scores themselves (at ``failure *

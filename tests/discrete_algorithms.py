@@ -51,7 +51,8 @@ class Algorithm:
         below_b = np.concatenate([[0.0], np.cumsum(q[order])])
         grid = np.linspace(0, order.size, 64 * order.size + 1)
         positions = np.arange(order.size + 1)
-        return statistical_ceiling(lambda t: np.interp(t, positions, tail_a), lambda t: np.interp(t, positions, below_b),
+        return statistical_ceiling(lambda t: np.interp(t, positions, tail_a),
+                                   lambda t: np.interp(t, positions, below_b),
                                    grid, trials=trials, delta=0.0, confidence=confidence)
 
 

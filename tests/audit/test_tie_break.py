@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from dpaudit.audit.confidence import Counts, ThresholdPlan, tie_uniforms
+from dpaudit.audit.confidence import ThresholdPlan, tie_uniforms
 from dpaudit.audit.estimators import epsilon_lower_bound, plan_epsilon
 from dpaudit.audit.streaming import ArraySource, certify_source
 from dpaudit.audit.thresholds import TIE_FRACTIONS, candidate_tests
@@ -86,14 +86,17 @@ def test_candidate_tests_split_atoms_with_expected_counts():
     assert fp[deterministic][0] == 400 and fn[deterministic][0] == 300
 
 
-def test_the_planned_test_splits_an_atom_when_a_whole_one_costs_its_ratio():
-    # outcomes 0 < 1 < 2 with likelihood ratios 1 < 1.5 < 2; the top atom is tiny: the best test at
-    # 10^6 planned trials takes it and part of the next, not all of it (calibration rates are exact here)
-    n = 100_000
-    cal_a = np.r_[np.zeros(int(0.979 * n)), np.ones(int(0.02 * n)), np.full(int(0.001 * n), 2.0)]
-    cal_b = np.r_[np.zeros(int(0.968 * n)), np.ones(int(0.03 * n)), np.full(int(0.002 * n), 2.0)]
-    plan = plan_epsilon(cal_a, cal_b, delta=0.0, confidence=0.95, planned=(1_000_000, 1_000_000))
-    assert plan.sign == 1.0 and plan.thresholds[0] in (1.0, 2.0)
+def test_the_planned_test_moves_into_the_tail_as_the_budget_grows():
+    # outcomes 0 < 1 < 2 with likelihood ratios about 1, 1.5 and 2; the top outcome is rare (0.2% under S):
+    # a small certification budget cannot resolve it alone and takes outcomes 1 and 2 together, a large one
+    # takes the top outcome alone (its ratio 2 against 1.55). 200,000 calibration trials: rates are sharp.
+    n, top = 200_000, 0.002
+    cal_a = np.r_[np.zeros(int((0.98 - top) * n)), np.ones(int(0.02 * n)), np.full(int(top * n), 2.0)]
+    cal_b = np.r_[np.zeros(int((0.97 - 2 * top) * n)), np.ones(int(0.03 * n)), np.full(int(2 * top * n), 2.0)]
+    small = plan_epsilon(cal_a, cal_b, delta=0.0, confidence=0.95, planned=(5_000, 5_000))
+    large = plan_epsilon(cal_a, cal_b, delta=0.0, confidence=0.95, planned=(1_000_000, 1_000_000))
+    assert small.sign == large.sign == 1.0
+    assert small.thresholds[0] == 1.0 and large.thresholds[0] == 2.0
 
 
 def test_bound_with_ties_is_recorded_and_reproducible():
