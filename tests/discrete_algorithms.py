@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 import dpaudit
-from dpaudit.audit.ceiling import statistical_ceiling
+from dpaudit.audit.statistics.ceiling import statistical_ceiling
 from dpaudit.mechanisms.dataset import as_dataset
 
 SENTINEL = -1000.0  #: "below the threshold"

@@ -88,7 +88,7 @@ def test_discrete_is_registered_and_in_the_default_portfolio():
 
 
 def test_the_portfolio_fits_on_a_share_that_grows_with_the_budget():
-    from dpaudit.audit.portfolio import SELECTION_FIT, SELECTION_SHARE, selection_fit
+    from dpaudit.audit.statistics.portfolio import SELECTION_FIT, SELECTION_SHARE, selection_fit
 
     assert selection_fit(600) == 300  # a small audit: the first half, as before
     assert selection_fit(8_000) == SELECTION_FIT

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from dpaudit.audit.confidence import ThresholdPlan, tie_uniforms
-from dpaudit.audit.estimators import epsilon_lower_bound, plan_epsilon
-from dpaudit.audit.streaming import ArraySource, certify_source
-from dpaudit.audit.thresholds import TIE_FRACTIONS, candidate_tests
+from dpaudit.audit.statistics.confidence import ThresholdPlan, tie_uniforms
+from dpaudit.audit.statistics.estimators import epsilon_lower_bound, plan_epsilon
+from dpaudit.audit.jobs.streaming import ArraySource, certify_source
+from dpaudit.audit.statistics.thresholds import TIE_FRACTIONS, candidate_tests
 
 
 def _plan(threshold: float, fraction: float, seed: int = 0) -> ThresholdPlan:
@@ -63,7 +63,7 @@ def test_streamed_chunks_each_draw_their_own_uniforms():
     certification = certify_source(source, delta=0.0, confidence=0.95, threshold="split", seed=3)
     assert certification.trials == {"a": 1_000, "b": 1_000}
     # the same plan applied chunk by chunk: counts add up with chunk k's own uniforms
-    from dpaudit.audit.streaming import StreamingCertifier
+    from dpaudit.audit.jobs.streaming import StreamingCertifier
 
     certifier = StreamingCertifier(cal_a, cal_b, delta=0.0, confidence=0.95, seed=3)
     certifier.plans["epsilon"] = plan

@@ -11,8 +11,8 @@ import pytest
 
 import dpaudit
 from dpaudit.attacks.discrete import fit_discrete
-from dpaudit.audit.regression import PrivacyViolation
-from dpaudit.audit.streaming import StreamingCertifier
+from dpaudit.audit.checks.regression import PrivacyViolation
+from dpaudit.audit.jobs.streaming import StreamingCertifier
 from tests import discrete_algorithms as algorithms
 
 pytestmark = pytest.mark.statistical
