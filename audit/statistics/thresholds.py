@@ -105,7 +105,7 @@ def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float 
     thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b)
     if planned is None:
         level = failure * selection_level
-        values, _ = objective(cpcp_upper(fp, cal_a.size, level), cpcp_upper(fn, cal_b.size, level))
+        values, _ = objective(cp_upper(fp, cal_a.size, level), cp_upper(fn, cal_b.size, level))
     else:
         m_a, m_b = planned
         values, _ = objective(cp_upper(planned_counts(fp, cal_a.size, m_a, level), m_a, failure),
@@ -173,7 +173,7 @@ def choose_threshold(cal_a, cal_b, failure: float, objective, selection_level: f
     candidates = candidate_thresholds(cal_a, cal_b)
     fp, fn = error_counts(cal_a, cal_b, candidates)
     level = failure * selection_level
-    values, _ = objective(cpcp_upper(fp, cal_a.size, level), cpcp_upper(fn, cal_b.size, level))
+    values, _ = objective(cp_upper(fp, cal_a.size, level), cp_upper(fn, cal_b.size, level))
     best = int(np.argmax(values))
     return float(candidates[best]), float(values[best])
 
