@@ -178,7 +178,8 @@ MU_SELECTION_LEVEL = 0.01
 
 # -- epsilon -----------------------------------------------------------------------
 def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: str = "split",
-                 grid_size: int = 32, planned: tuple[int, int] | None = None, seed: int = 0) -> ThresholdPlan:
+                 grid_size: int = 32, planned: tuple[int, int] | None = None, seed: int = 0,
+                 candidates: int = 4000) -> ThresholdPlan:
     """Orientation, tests and method of :func:`epsilon_lower_bound`, from calibration scores only.
 
     With ``threshold="split"`` the method is chosen too: each rate bounded on
@@ -188,7 +189,8 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
     seeded by ``seed``, docs/theory.md 7). With ``planned = (m_a, m_b)``, the
     certification trials per side to come, the test is the one whose bound
     at that budget is largest (``audit.statistics.thresholds.choose_test``; the calibration rates taken
-    at their upper bounds at the strictest of ``PLANNING_LEVELS`` that leaves a positive bound).
+    at their upper bounds at the strictest of ``PLANNING_LEVELS`` that leaves a positive bound), among
+    at most ``candidates`` thresholds (calibration quantiles, denser in the tails).
     """
     delta, beta = check_delta(delta), 1 - check_confidence(confidence)
     objective = _epsilon_objective(delta)
@@ -198,9 +200,9 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
         return ThresholdPlan(sign, thresholds_for(threshold, sign * cal_a, sign * cal_b, beta, grid_size, objective),
                              sizes)
     for level in PLANNING_LEVELS if planned is not None else PLANNING_LEVELS[:1]:
-        separate = max(((*choose_test(s * cal_a, s * cal_b, beta / 2, objective, planned=planned, level=level), s)
-                        for s in (1.0, -1.0)), key=lambda row: row[2])
-        joint = max(((*choose_conditional(s * cal_a, s * cal_b, beta, delta, planned, level), s)
+        separate = max(((*choose_test(s * cal_a, s * cal_b, beta / 2, objective, planned=planned, level=level,
+                                      limit=candidates), s) for s in (1.0, -1.0)), key=lambda row: row[2])
+        joint = max(((*choose_conditional(s * cal_a, s * cal_b, beta, delta, planned, level, candidates), s)
                      for s in (1.0, -1.0)), key=lambda row: row[2])
         if max(separate[2], joint[2]) > 0:
             break

@@ -43,7 +43,10 @@ SELECTION_FIT = 1_000
 #: ... and on this share of the calibration trials per side, which grows with the budget (no fixed cap):
 #: at epsilon 0.1 candidates differ by a few hundredths, which 10^3 trials per side cannot tell apart
 #: (docs/theory.md 7). The chosen score is refitted on all calibration trials.
-SELECTION_SHARE = 0.1
+SELECTION_SHARE = 0.02
+#: Thresholds a candidate's strength is searched over (of its held-out scores): the strength is a noisy
+#: figure for choosing, and a finer search would cost more than the candidates' fits
+STRENGTH_CANDIDATES = 500
 
 
 def selection_fit(calibration: int) -> int:
@@ -89,7 +92,8 @@ def _strength(held_a: np.ndarray, held_b: np.ndarray, *, delta: float, confidenc
     budget = (planned, planned)
     values = []
     for choose, read in (((first_a, first_b), (second_a, second_b)), ((second_a, second_b), (first_a, first_b))):
-        plan = plan_epsilon(*choose, delta=delta, confidence=confidence, planned=budget, seed=seed)
+        plan = plan_epsilon(*choose, delta=delta, confidence=confidence, planned=budget, seed=seed,
+                            candidates=STRENGTH_CANDIDATES)
         values.append(planned_value(plan, Counts.of(plan, *read), delta=delta, beta=1 - confidence,
                                     planned=budget))
     value = float(np.mean(values))  # both ways round: half the variance of one

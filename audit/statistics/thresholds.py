@@ -92,8 +92,8 @@ def planned_counts(counts: np.ndarray, trials: int, planned: int, level: float =
 
 
 def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0,
-                planned: tuple[int, int] | None = None,
-                level: float = PLANNING_LEVELS[0]) -> tuple[float, float, float]:
+                planned: tuple[int, int] | None = None, level: float = PLANNING_LEVELS[0],
+                limit: int = 4000) -> tuple[float, float, float]:
     """The test (threshold, tie fraction) whose bound is largest, and that bound; calibration scores only.
 
     Without ``planned`` the bound is certified on the calibration scores themselves (at ``failure *
@@ -102,7 +102,7 @@ def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float 
     (:func:`planned_counts` at ``level``): at small epsilon the best test sits in a tail that the
     certification budget resolves and the calibration part alone does not (docs/theory.md 7).
     """
-    thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b)
+    thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b, limit)
     if planned is None:
         level = failure * selection_level
         values, _ = objective(cp_upper(fp, cal_a.size, level), cp_upper(fn, cal_b.size, level))
@@ -127,10 +127,10 @@ def epsilon_objective(delta: float) -> Callable[[np.ndarray, np.ndarray], tuple[
 
 
 def choose_conditional(cal_a, cal_b, beta: float, delta: float, planned: tuple[int, int] | None,
-                       level: float = PLANNING_LEVELS[0]) -> tuple[float, float, float, int]:
+                       level: float = PLANNING_LEVELS[0], limit: int = 4000) -> tuple[float, float, float, int]:
     """Threshold, tie fraction, calibration value and region of the best conditional bound
     (``audit.conditional``); with ``planned``, the value the planned certification trials would give."""
-    thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b)
+    thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b, limit)
     n_a, n_b = cal_a.size, cal_b.size
     if planned is not None:  # the counts the planned certification trials would give
         n_a, n_b = planned
