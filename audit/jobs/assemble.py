@@ -78,7 +78,7 @@ def _index_result(job: AuditJob, pair: CanaryPair, source: ScoreSource, confiden
                   trials: int) -> IndexResult:
     settings = job.settings
     certification = certify_source(source, delta=settings.delta, confidence=confidence,
-                                   threshold=settings.threshold, estimators=job.estimators)
+                                   threshold=settings.threshold, estimators=job.estimators, seed=settings.seed)
     claims = claim_entries(job.mechanism, pair.index, settings.delta, pair)
     exact = _exact(pair, settings.delta, certification.trials["a"], confidence)
     if exact is not None:

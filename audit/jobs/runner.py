@@ -372,7 +372,7 @@ def _fit_scores(plan: _Plan, store: Store) -> None:
             cal_b = store.get_chunks(plan.audit_id, index, "b", "cal")
             score, plan.scorers[index], plan.candidates[index] = choose_score(
                 plan.job.scores, pair, cal_a, cal_b, seed=settings.seed, delta=settings.delta,
-                confidence=settings.confidence)
+                confidence=settings.confidence, planned=plan.n_cert)
             plan.chosen[index] = score.name
         else:
             plan.scorers[index] = plan.job.scores[0].fit(pair, None, None, settings.seed)
