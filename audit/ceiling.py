@@ -134,8 +134,9 @@ def statistical_ceiling_band(false_positive_rate: Callable[[np.ndarray], np.ndar
     draws = check_int("draws", draws, minimum=40)
     value, best = _oracle(rates, trials, delta, beta)
     rng = np.random.default_rng(np.random.SeedSequence(seed))
-    fp = rng.binomial(trials, rates[0][best], draws).astype(float)
-    fn = rng.binomial(trials, rates[1][best], draws).astype(float)
+    # the rates of a tabulated law may leave [0, 1] by a rounding error of their cumulative sums
+    fp = rng.binomial(trials, float(np.clip(rates[0][best], 0.0, 1.0)), draws).astype(float)
+    fn = rng.binomial(trials, float(np.clip(rates[1][best], 0.0, 1.0)), draws).astype(float)
     single = _single_rate_bounds(fp, fn, trials, delta, beta)
     estimate = np.maximum(single, np.maximum(
         conditional_epsilon_estimate(trials - fn, trials, fp, trials, delta=delta, failure=beta),

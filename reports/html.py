@@ -26,7 +26,7 @@ from dpaudit.reports.text import (
     verdict_sentence,
 )
 
-__all__ = ["figure_list", "html"]
+__all__ = ["figure_list", "html", "summary_figure"]
 
 _ENV = Environment(loader=PackageLoader("dpaudit.reports", "templates"), autoescape=select_autoescape(["html", "j2"]))
 _ENV.filters["num"] = _plain_num
@@ -35,16 +35,20 @@ _ENV.filters["num"] = _plain_num
 def figure_list(result: Any) -> list[tuple[str, Callable[[Any], str]]]:
     """``(caption, draw)`` of each figure the report shows: every caption says what to look for.
 
-    The by-position figure only with two or more positions; with one, the ceiling band figure.
+    The by-position figure only with two or more positions; with one, the certified bound on a line
+    against its tightest claim, exact value and ceiling band.
     """
     result = typed(result)
     if len(result.per_index) > 1:
         first = ("Look for the black line against the grey band: inside it, more trials (not a better attack) "
                  "would raise the bound; above the band's top is notable, above the tightest claim a violation.",
                  plots.epsilon_by_index)
-    else:
+    elif result.per_index[0].ceiling_band is not None:
         first = ("Where the certified bound (dot) falls against the band 95% of ideal threshold audits reach at "
                  "these trials (grey), the tightest claim (dotted) and the exact value.", plots.ceiling_band)
+    else:
+        first = ("How far the certified bound (dot) lies below the tightest claim (dotted) and the exact value: "
+                 "the distance is what this audit could not show.", plots.ceiling_band)
     figures = [first,
                ("Look for the black curve rising above a claimed curve: that would contradict the claim at that "
                 "epsilon; the distance below is what the audit could not show.", plots.privacy_profile),
@@ -52,9 +56,15 @@ def figure_list(result: Any) -> list[tuple[str, Callable[[Any], str]]]:
                 "large epsilons are certified there.", plots.roc),
                ("Look at the tails: scores where few trials of S land but many of S' do are what certify "
                 "epsilon.", plots.histograms)]
-    if first[1] is plots.ceiling_band and result.per_index[0].ceiling is None:
-        figures.pop(0)
     return figures
+
+
+def summary_figure(result: Any) -> tuple[str, str]:
+    """``(caption, svg)`` of the report's first figure: epsilon by position (two or more positions) or the
+    certified bound against its claim and ceiling band (one)."""
+    result = typed(result)
+    caption, draw = figure_list(result)[0]
+    return caption, draw(result)
 
 
 def html(result: Any) -> str:

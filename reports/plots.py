@@ -153,7 +153,8 @@ def ceiling_band(result: "AuditResult | dict[str, Any]") -> str:
     axes.set_xlabel("epsilon at the audit's delta")
     _legend(axes)
     where = f" at canary index {row.index}" if row.index is not None else ""
-    axes.set_title(f"Certified bound against the ceiling band{where}")
+    against = "the ceiling band" if row.ceiling_band is not None else "the tightest claim"
+    axes.set_title(f"Certified bound against {against}{where}")
     return to_svg(figure)
 
 
