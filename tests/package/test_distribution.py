@@ -98,11 +98,19 @@ def test_every_cited_document_ships():
 
 @pytest.mark.parametrize("document", ["README.md", "docs/guide.md"])
 def test_python_blocks_of_the_docs_run_as_written(tmp_path, document):
+    """Every Python block runs as a script; a block that defines pytest tests runs under pytest, and its
+    tests must be collected and pass."""
     text = (ROOT / document).read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert blocks, f"{document} has no Python block"
     for number, block in enumerate(blocks):
-        script = tmp_path / f"block{number}.py"
+        script = tmp_path / f"test_block{number}.py"
         script.write_text(block)
-        result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True)
-        assert result.returncode == 0, f"{document} Python block {number} failed:\n{block}\n{result.stderr}"
+        tests = re.findall(r"^def (test_\w+)\(", block, re.M)
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                   str(script)] if tests else [sys.executable, str(script)]
+        result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+        assert result.returncode == 0, f"{document} Python block {number} failed:\n{block}\n{result.stdout}" \
+                                       f"\n{result.stderr}"
+        if tests:
+            assert f"{len(tests)} passed" in result.stdout, result.stdout
