@@ -24,7 +24,7 @@ import dataclasses
 from collections.abc import Callable
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtr
 
 from dpaudit.audit.conditional import conditional_epsilon, conditional_epsilon_estimate
 from dpaudit.audit.confidence import check_confidence, check_delta, cp_upper
@@ -207,7 +207,7 @@ def gaussian_ceiling_band(mu: float, *, trials: int, delta: float, confidence: f
 
 def _gaussian_rates(mu: float) -> tuple:
     grid = np.linspace(-6.0 - mu, mu + 9.0, 20_001)
-    return (lambda t: norm.sf(t)), (lambda t: norm.cdf(t - mu)), grid
+    return (lambda t: ndtr(-t)), (lambda t: ndtr(t - mu)), grid  # N(0, 1) above t, N(mu, 1) below t
 
 
 def exact_ceiling(values: np.ndarray, mass_a: np.ndarray, mass_b: np.ndarray, *, trials: int, delta: float,

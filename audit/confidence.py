@@ -5,9 +5,12 @@ functions, so the failure probability is paid for in one place.
 
 References
 ----------
-Clopper & Pearson 1934 (exact binomial intervals), via statsmodels
-``proportion_confint(method="beta")``: a one-sided upper bound at level
-``1 - b`` is the upper end of the two-sided interval at ``alpha = 2 b``.
+Clopper & Pearson 1934 (exact binomial intervals): the one-sided upper
+bound at level ``1 - b`` on a proportion with ``k`` of ``n`` is the upper
+``b``-quantile of ``Beta(k + 1, n - k)``, ``betainccinv(k + 1, n - k, b)``
+(what statsmodels' ``proportion_confint(method="beta")`` computes as the
+upper end of the two-sided interval at ``alpha = 2 b``, without importing
+statsmodels and pandas, about a second of a process's first audit).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import dataclasses
 import math
 
 import numpy as np
-from statsmodels.stats.proportion import proportion_confint
+from scipy.special import betainccinv
 
 from dpaudit.mechanisms.errors import ParameterError
 
@@ -85,7 +88,8 @@ class Counts:
 def cp_upper(counts, trials: int, failure: float) -> np.ndarray:
     """One-sided Clopper-Pearson upper bounds on proportions, each failing w.p. <= ``failure``."""
     counts = np.asarray(counts, dtype=float)
-    _, upper = proportion_confint(counts, trials, alpha=2 * failure, method="beta")
+    with np.errstate(invalid="ignore"):
+        upper = betainccinv(counts + 1, trials - counts, failure)
     upper = np.where(counts >= trials, 1.0, np.asarray(upper, dtype=float))
     return np.nan_to_num(upper, nan=1.0)
 

@@ -47,7 +47,6 @@ from collections.abc import Callable
 import numpy as np
 from scipy.optimize import brentq
 from scipy.special import logsumexp, ndtr
-from scipy.stats import binom
 
 __all__ = ["ERROR", "MAX_EPSILON", "MixtureLaws", "count_mixture", "mixture_epsilon"]
 
@@ -240,6 +239,8 @@ def count_mixture(shift_a: float, shift_b: float, *, steps: int, rate: float, st
     std : float
         Std of the summed noise along ``u`` (``sqrt(T)`` times a step's).
     """
+    from scipy.stats import binom  # on first use: importing scipy.stats takes a process about 0.5 s
+
     counts = np.arange(steps + 1)
     weights = binom.pmf(counts, steps, rate) if rate < 1 else (counts == steps).astype(float)
     extra = {"citation": citation} if citation else {}
