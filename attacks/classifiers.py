@@ -4,9 +4,10 @@ Both standardise the outputs with the calibration mean and spread and are
 trained full-batch on the mean binary cross-entropy of telling ``S'``
 (label 1) from ``S`` (label 0).
 
-- ``logistic``: logistic regression, fitted in NumPy by SciPy's L-BFGS-B
-  with the exact gradient (a convex problem: the optimiser only decides how
-  fast the one optimum is reached). No torch.
+- ``logistic``: logistic regression, fitted in NumPy by Newton's method
+  with a backtracking line search (a convex problem: the optimiser only
+  decides how fast the one optimum is reached). No torch, and not
+  ``scipy.optimize`` (about 0.7 s to import).
 - ``mlp``: one hidden layer of ReLU units, fitted by Adam (Kingma & Ba
   2015) written out on torch tensors with torch's autograd. Any
   ``torch.optim`` optimiser imports ``torch._dynamo`` when it is built
@@ -16,7 +17,8 @@ trained full-batch on the mean binary cross-entropy of telling ``S'``
 References
 ----------
 Kingma, D. P. and Ba, J. (2015). Adam: a method for stochastic optimization. ICLR.
-Nocedal, J. and Wright, S. J. (2006). Numerical Optimization, 2nd ed., ch. 7 (limited-memory BFGS).
+Nocedal, J. and Wright, S. J. (2006). Numerical Optimization, 2nd ed., ch. 3 (Newton's method,
+backtracking line search with the Armijo condition).
 """
 
 from __future__ import annotations
@@ -24,14 +26,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 
 __all__ = ["fit_logistic", "fit_mlp"]
 
 ScoreFunction = Callable[[np.ndarray], np.ndarray]
 
-LOGISTIC_ITERATIONS = 200  #: L-BFGS-B iterations at most
+LOGISTIC_ITERATIONS = 50  #: Newton steps at most (a handful reach the optimum of a non-separable problem)
+ARMIJO = 1e-4  #: the line search's sufficient decrease
 MLP_STEPS, MLP_LEARNING_RATE = 300, 1e-2  #: Adam steps and step size
 ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  #: Adam's moment decay rates and denominator floor (Kingma & Ba)
 
@@ -47,20 +49,35 @@ def fit_logistic(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int) -> ScoreFun
     """Logistic regression on standardised outputs; the score is its logit ``w . x + b``.
 
     Starts from weights drawn ``N(0, 0.1^2)`` with ``seed`` and minimises the
-    mean cross-entropy ``mean(log(1 + e^z) - y z)`` with its exact gradient.
+    mean cross-entropy ``mean(log(1 + e^z) - y z)`` by Newton's method.
     """
     features, labels, mean, std = _standardise(cal_a, cal_b)
     design = np.hstack([features, np.ones((len(features), 1))])
-    start = np.random.default_rng(seed).normal(0.0, 0.1, design.shape[1])
+    weights = np.random.default_rng(seed).normal(0.0, 0.1, design.shape[1])
 
-    def loss_and_gradient(weights: np.ndarray) -> tuple[float, np.ndarray]:
-        logits = design @ weights
-        loss = float(np.mean(-log_expit(-logits) - labels * logits))  # log(1 + e^z) - y z, stable
-        gradient = design.T @ (expit(logits) - labels) / len(labels)
-        return loss, gradient
+    def loss(w: np.ndarray) -> float:
+        logits = design @ w
+        return float(np.mean(-log_expit(-logits) - labels * logits))  # log(1 + e^z) - y z, stable
 
-    weights = minimize(loss_and_gradient, start, jac=True, method="L-BFGS-B",
-                       options={"maxiter": LOGISTIC_ITERATIONS}).x
+    current = loss(weights)
+    ridge = 1e-10 * np.eye(design.shape[1])  # keeps the Hessian invertible when a column is constant
+    for _ in range(LOGISTIC_ITERATIONS):
+        probabilities = expit(design @ weights)
+        gradient = design.T @ (probabilities - labels) / len(labels)
+        if np.max(np.abs(gradient)) < 1e-10:
+            break
+        hessian = (design * (probabilities * (1 - probabilities))[:, None]).T @ design / len(labels) + ridge
+        step = np.linalg.solve(hessian, gradient)
+        size = 1.0
+        while size > 1e-8:
+            candidate = weights - size * step
+            value = loss(candidate)
+            if value <= current - ARMIJO * size * float(gradient @ step):
+                break
+            size /= 2
+        else:  # no decrease along the Newton direction: at the optimum up to rounding
+            break
+        weights, current = candidate, value
     coefficients, intercept = weights[:-1], weights[-1]
 
     def score(outputs: np.ndarray) -> np.ndarray:

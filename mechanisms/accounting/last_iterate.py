@@ -45,7 +45,6 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import logsumexp, ndtr
 
 __all__ = ["ERROR", "MAX_EPSILON", "MixtureLaws", "count_mixture", "mixture_epsilon"]
@@ -193,6 +192,8 @@ class MixtureLaws:
 
 def _root(function: Callable[[float], float], left: float, right: float, tolerance: float) -> float:
     """Brent's root in ``[left, right]``; the end nearer zero when rounding hides the sign change."""
+    from scipy.optimize import brentq  # on first use: importing scipy.optimize takes a process about 0.7 s
+
     low, high = function(left), function(right)
     if low * high > 0:
         return left if abs(low) < abs(high) else right
