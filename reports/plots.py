@@ -18,7 +18,7 @@ from matplotlib.ticker import MaxNLocator
 from dpaudit.reports.text import tightest_claim
 
 if TYPE_CHECKING:
-    from dpaudit.audit.result import AuditResult, IndexResult
+    from dpaudit.audit.jobs.result import AuditResult, IndexResult
 
 __all__ = ["ceiling_band", "epsilon_by_index", "histograms", "privacy_profile", "roc", "to_svg"]
 
@@ -120,7 +120,7 @@ def ceiling_band(result: "AuditResult | dict[str, Any]") -> str:
     """One position's certified bound on a line against its ceiling band, the tightest claim and the exact value.
 
     The band is what an ideal threshold audit certifies 95% of the time at these trials
-    (``audit.ceiling.statistical_ceiling_band``).
+    (``audit.statistics.ceiling.statistical_ceiling_band``).
     """
     result = _typed(result)
     row = _strongest(result)
@@ -241,6 +241,6 @@ def _strongest(result: "AuditResult") -> "IndexResult":
 
 
 def _typed(result: "AuditResult | dict[str, Any]") -> "AuditResult":
-    from dpaudit.audit.result import load_result
+    from dpaudit.audit.jobs.result import load_result
 
     return load_result(result)

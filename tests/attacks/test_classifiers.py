@@ -7,7 +7,7 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from dpaudit.attacks.classifiers import fit_logistic, fit_mlp
-from dpaudit.audit.confidence import cp_upper
+from dpaudit.audit.statistics.confidence import clopper_pearson, cp_upper
 
 
 def _shifted(seed: int, shift: float = 1.0, size: int = 4000) -> tuple[np.ndarray, np.ndarray]:
@@ -36,11 +36,19 @@ def test_mlp_scores_are_larger_under_the_shifted_dataset_and_reproducible():
     np.testing.assert_array_equal(score(test_a[:50]), fit_mlp(a, b, hidden=8, seed=3)(test_a[:50]))
 
 
-def test_clopper_pearson_upper_bounds_equal_statsmodels_bit_for_bit():
+def test_clopper_pearson_bounds_equal_statsmodels_bit_for_bit():
     rng = np.random.default_rng(7)
     for trials in (1, 7, 1000, 10**6):
         counts = np.unique(np.concatenate([rng.integers(0, trials + 1, 500), [0, 1, trials - 1, trials]]))
         for failure in (0.025, 1e-3, 1e-7):
-            _, upper = proportion_confint(counts, trials, alpha=2 * failure, method="beta")
-            expected = np.nan_to_num(np.where(counts >= trials, 1.0, np.asarray(upper, dtype=float)), nan=1.0)
-            np.testing.assert_array_equal(cp_upper(counts, trials, failure), expected)
+            lower, upper = proportion_confint(counts, trials, alpha=2 * failure, method="beta")
+            expected_upper = np.nan_to_num(np.where(counts >= trials, 1.0, np.asarray(upper, dtype=float)), nan=1.0)
+            expected_lower = np.nan_to_num(np.where(counts <= 0, 0.0, np.asarray(lower, dtype=float)), nan=0.0)
+            np.testing.assert_array_equal(cp_upper(counts, trials, failure), expected_upper)
+            np.testing.assert_array_equal(clopper_pearson(counts, trials, failure)[0], expected_lower)
+    sizes = rng.integers(1, 5000, 300)  # trials given per count, as the conditional estimate does
+    counts = rng.integers(0, sizes + 1)
+    lower, upper = proportion_confint(counts, sizes, alpha=2e-3, method="beta")
+    got_lower, got_upper = clopper_pearson(counts, sizes, 1e-3)
+    np.testing.assert_array_equal(got_upper, np.where(counts >= sizes, 1.0, np.nan_to_num(upper, nan=1.0)))
+    np.testing.assert_array_equal(got_lower, np.where(counts <= 0, 0.0, np.nan_to_num(lower, nan=0.0)))

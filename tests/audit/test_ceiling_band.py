@@ -1,4 +1,4 @@
-"""The ceiling's band (audit/ceiling.py; docs/theory.md 3.4): where 95% of ideal threshold audits land."""
+"""The ceiling's band (audit/statistics/ceiling.py; docs/theory.md 3.4): where 95% of ideal threshold audits land."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpaudit.audit.ceiling import (
+from dpaudit.audit.statistics.ceiling import (
     BAND_DRAWS,
     _exact_conditional,
     _gaussian_rates,
@@ -19,9 +19,9 @@ from dpaudit.audit.ceiling import (
     gaussian_ceiling_band,
     statistical_ceiling_band,
 )
-from dpaudit.audit.config import parse_config
-from dpaudit.audit.result import load_result
-from dpaudit.audit.runner import RunOptions
+from dpaudit.audit.jobs.config import parse_config
+from dpaudit.audit.jobs.result import load_result
+from dpaudit.audit.jobs.runner import RunOptions
 from tests.helpers import run_documents
 
 ROOT = Path(__file__).resolve().parents[2]
