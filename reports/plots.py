@@ -96,8 +96,9 @@ def epsilon_by_index(result: "AuditResult | dict[str, Any]") -> str:
         axes.plot(x, _finite(exact), color="tab:red", marker="x", linewidth=1.5, label="exact value")
     bands = [r.ceiling_band for r in rows]
     if any(b is not None for b in bands):
-        axes.fill_between(x, _finite([b[0] if b else None for b in bands]), _finite([b[1] if b else None for b in bands]),
-                          color="grey", alpha=0.25, linewidth=0, label="ceiling band (95% of ideal audits)")
+        lows, highs = _finite([b[0] if b else None for b in bands]), _finite([b[1] if b else None for b in bands])
+        axes.fill_between(x, lows, highs, color="grey", alpha=0.25, linewidth=0,
+                          label="ceiling band (95% of ideal audits)")
     ceilings = [r.ceiling for r in rows]
     if any(c is not None for c in ceilings):
         axes.plot(x, _finite(ceilings), color="grey", linestyle="--", marker="_", label="statistical ceiling")
