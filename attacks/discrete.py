@@ -171,7 +171,7 @@ def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int):
     ParameterError
         When no coordinate takes few values or holds a sentinel (the plain classifiers apply).
     """
-    from dpaudit.attacks.scores import fit_classifier
+    from dpaudit.attacks.classifiers import fit_logistic
 
     cal_a, cal_b = _canonical(cal_a), _canonical(cal_b)
     encoding = fit_encoding(np.concatenate([cal_a, cal_b]))
@@ -182,7 +182,7 @@ def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int):
         histogram = _fit_histogram(encoding, cal_a, cal_b)
         if (cal_a.shape[0] + cal_b.shape[0]) >= MIN_PER_OUTCOME * histogram.outcomes:
             return histogram
-    classifier = fit_classifier(encoding.features(cal_a), encoding.features(cal_b), hidden=0, seed=seed)
+    classifier = fit_logistic(encoding.features(cal_a), encoding.features(cal_b), seed=seed)
     return lambda outputs: classifier(encoding.features(_canonical(outputs)))
 
 

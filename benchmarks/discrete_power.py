@@ -59,8 +59,8 @@ def main() -> None:
     # one-time costs of the process (torch's optimiser modules load on the first classifier fit) are
     # paid before any timing, so the choice's share is that of an audit in a warm process
     import numpy as np
-    from dpaudit.attacks.scores import fit_classifier
-    fit_classifier(np.zeros((4, 1)), np.ones((4, 1)), hidden=0, seed=0)
+    from dpaudit.attacks.classifiers import fit_logistic
+    fit_logistic(np.zeros((4, 1)), np.ones((4, 1)), seed=0)
     rows = []
     for name, make in MAKERS.items():
         if args.only and name not in args.only:
