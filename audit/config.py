@@ -47,6 +47,7 @@ class AuditConfig:
     def __init__(self, resolved: dict[str, Any], source: str) -> None:
         self.resolved = resolved
         self.source = source
+        _load_user_model(resolved["mechanism"], source)
         self.mechanism = mechanisms.make(resolved["mechanism"]["name"], **{
             k: v for k, v in resolved["mechanism"].items() if k != "name"})
         canary = dict(resolved["canary"])
@@ -89,6 +90,23 @@ class AuditConfig:
         resolved = copy.deepcopy(self.resolved)
         resolved["audit"]["trials"] = _check_audit_key("trials", trials, self.source)
         return AuditConfig(resolved, self.source)
+
+
+def _load_user_model(mechanism: dict[str, Any], source: str) -> None:
+    """Replace ``model = "file.py:factory"`` of mechanism ``model`` by the factory it names, a relative path
+    taken from the config file's folder (``mechanisms.models.user_model``); errors name ``[mechanism] model``."""
+    spec = mechanism.get("model")
+    if mechanism.get("name") != "model" or not isinstance(spec, str) or ":" not in spec:
+        return
+    from dpaudit.mechanisms.models.user_model import UserModel, load_user_model
+
+    if isinstance(spec, UserModel):
+        return
+    base = Path(source).parent if source and not source.startswith("<") else None
+    try:
+        mechanism["model"] = load_user_model(spec, base=base)
+    except ParameterError as exc:
+        raise _fail(source, "mechanism", "model", str(exc).removeprefix("model: ")) from None
 
 
 def _fail(source: str, table: str, key: str, message: str) -> ConfigError:
