@@ -55,11 +55,14 @@ class AuditConfig:
         resolved["canary"]["pair"] = self.canary.pair_for(self.mechanism)  # None: the mechanism's default
         self.score = resolved["attack"]["score"]
         self.audit = resolved["audit"]
+        self.one_run = resolved.get("one_run")
         self.title = resolved.get("title") or f"{self.mechanism.name} audit"
 
     def job(self, *, sequential: bool = False) -> AuditJob:
         """The audit to run: one canary pair per position the config asks for (``sequential``: stop at the
-        first certified violation, ``dpaudit check``)."""
+        first certified violation, ``dpaudit check``); a ``OneRunJob`` for ``design = "one-run"``."""
+        if self.one_run is not None:
+            return _one_run_job(self, sequential)
         try:
             pairs = tuple(self.canary.build(self.mechanism, t) for t in self.canary.indices(self.mechanism))
         except ParameterError as exc:
@@ -69,10 +72,13 @@ class AuditConfig:
                         description, self.source, sequential=sequential)
 
     def check_budget(self, *, workers: int = 1, max_memory: int | None = None,
-                     store: str | None = None) -> Estimate:
+                     store: str | None = None) -> Estimate | None:
         """Refuse (``ConfigError`` naming the parameter) an audit that cannot fit the machine, before
         any dataset is built (``audit.budget``)."""
         settings = AuditSettings(**self.audit)
+        if self.one_run is not None:  # one training run: the job refuses what cannot run, nothing to size
+            self.job()
+            return None
         try:
             return check_budget(self.mechanism, self.canary.count(self.mechanism), settings, workers=workers,
                                 max_memory=max_memory, store=store,
@@ -86,10 +92,62 @@ class AuditConfig:
         return self.job().audit_id
 
     def with_trials(self, trials: int) -> "AuditConfig":
-        """The same audit with another trial count (``--trials``)."""
+        """The same audit with another trial count (``--trials``; a one-run audit has no trials: itself)."""
+        if self.one_run is not None:
+            return self
         resolved = copy.deepcopy(self.resolved)
         resolved["audit"]["trials"] = _check_audit_key("trials", trials, self.source)
         return AuditConfig(resolved, self.source)
+
+
+def _one_run_keys(raw: dict[str, Any], source: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``raw`` without the ``[audit]`` keys of the design (``design``, ``canaries``, ``runs``,
+    ``one_run_method``), and the one-run table (``None`` for the design of many trainings)."""
+    from dpaudit.audit.one_run_design import DESIGNS, ONE_RUN_DEFAULTS
+
+    audit = dict(raw.get("audit", {}))
+    design = audit.pop("design", "many-runs")
+    given = {key: audit.pop(key) for key in ONE_RUN_DEFAULTS if key in audit}
+    if design not in DESIGNS:
+        raise _fail(source, "audit", "design", f"must be one of {', '.join(DESIGNS)}, got design={design!r}"
+                    f"{suggestion(design, DESIGNS) if isinstance(design, str) else ''}")
+    if design == "many-runs":
+        if given:
+            key = next(iter(given))
+            raise _fail(source, "audit", key, "applies to design = 'one-run' only; add it or remove the key")
+        return raw, None
+    for key in ("trials", "threshold", "chunk_size", "calibration_fraction"):
+        if key in audit:
+            raise _fail(source, "audit", key, "does not apply to design = 'one-run' (one training run, "
+                                              "canaries instead of trials); remove it")
+    canary = raw.get("canary", {})
+    extra = [key for key in canary if key != "kind"]
+    if extra:
+        raise _fail(source, "canary", extra[0], "does not apply to design = 'one-run' (the canaries are drawn "
+                                                "from [audit] seed); only kind is taken")
+    attack = raw.get("attack", {})
+    if attack:
+        raise _fail(source, "attack", next(iter(attack)), "does not apply to design = 'one-run' (the score "
+                                                          "follows the canary kind)")
+    table = {**ONE_RUN_DEFAULTS, **given}
+    return {**raw, "audit": audit}, table
+
+
+def _one_run_job(config: "AuditConfig", sequential: bool) -> Any:
+    """The ``OneRunJob`` of a one-run config; errors name the config and the key."""
+    from dpaudit.audit.one_run_design import OneRunJob
+
+    table = config.one_run or {}
+    settings = AuditSettings(**config.audit)
+    description = {key: config.resolved[key] for key in ("mechanism", "canary")}
+    try:
+        return OneRunJob(config.mechanism, table["canaries"], settings, config.title, description, config.source,
+                         kind=config.canary.kind or "gradient", runs=table["runs"], method=table["one_run_method"],
+                         sequential=sequential)
+    except ParameterError as exc:
+        text = str(exc)
+        table_name = "canary" if text.startswith("kind") else "audit"
+        raise ConfigError(f"{config.source}: [{table_name}] {text}") from None
 
 
 def _load_user_model(mechanism: dict[str, Any], source: str) -> None:
@@ -245,7 +303,9 @@ def parse_config(raw: dict[str, Any], source: str = "<config>") -> list[AuditCon
     _check_values(raw, source)
     configs = []
     for variant, label in _expand_sweep(raw, source):
+        variant, one_run = _one_run_keys(variant, source)
         resolved = _resolve(variant, source)
+        resolved["one_run"] = one_run
         try:
             config = AuditConfig(resolved, source)
             _check_applicable(config, variant, source)

@@ -34,13 +34,18 @@ def html(result: Any) -> str:
     """Render the report of an :class:`AuditResult` (or its document); every user-supplied string goes
     through autoescaping."""
     result = typed(result)
-    figures = [
-        ("Certified epsilon (each index at its own confidence) against every applicable claim.",
-         plots.epsilon_by_index(result)),
-        ("Certified privacy profile under the claimed profiles.", plots.privacy_profile(result)),
-        ("ROC of the distinguisher at the strongest index (log axes).", plots.roc(result)),
-        ("Score histograms on S and S' at the strongest index.", plots.histograms(result)),
-    ]
+    if result.one_run:  # one run certifies one epsilon from canary scores: no profile, no positions
+        figures = [("ROC of the canary score: included against excluded canaries (log axes; not certified).",
+                    plots.roc(result)),
+                   ("Canary scores: S are the included canaries, S' the excluded ones.", plots.histograms(result))]
+    else:
+        figures = [
+            ("Certified epsilon (each index at its own confidence) against every applicable claim.",
+             plots.epsilon_by_index(result)),
+            ("Certified privacy profile under the claimed profiles.", plots.privacy_profile(result)),
+            ("ROC of the distinguisher at the strongest index (log axes).", plots.roc(result)),
+            ("Score histograms on S and S' at the strongest index.", plots.histograms(result)),
+        ]
     return _ENV.get_template("report.html.j2").render(
         doc=result, sentence=verdict_sentence(result), gdp=gdp_sentence(result), figures=figures,
         release=release_text(result.mechanism.get("release_grid")),

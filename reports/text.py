@@ -18,8 +18,8 @@ from typing import Any
 from dpaudit.audit.result import AuditResult, ClaimEntry, IndexResult, load_result
 from dpaudit.audit.verdict import applicable_bounds
 
-__all__ = ["claims_rows", "estimate_rows", "gdp_sentence", "index_rows", "markdown", "md", "num", "portfolio_rows",
-           "reading_guide", "release_text", "shown_params", "typed", "verdict_sentence"]
+__all__ = ["claims_rows", "estimate_rows", "gdp_sentence", "index_rows", "markdown", "md", "num", "one_run_lines",
+           "portfolio_rows", "reading_guide", "release_text", "shown_params", "typed", "verdict_sentence"]
 
 Result = AuditResult | Mapping[str, Any]
 
@@ -82,7 +82,10 @@ def verdict_sentence(result: Result) -> str:
 
 def gdp_sentence(result: Result) -> str:
     """The GDP fit, labelled as model-based and set apart from the certified bound."""
-    emp = typed(result).empirical
+    result = typed(result)
+    if result.one_run:  # a one-run audit's model-based figure is the Gaussian-pair estimate
+        return str(result.one_run.get("model_based", ""))
+    emp = result.empirical
     model = emp.model_based_epsilon
     implied = (f" If the mechanism's tradeoff were exactly Gaussian, epsilon at delta = {_plain_num(emp.delta, 'g')} "
                f"would be {_plain_num(model, '.3f')}: this is model-based (assumes a Gaussian tradeoff), "
@@ -91,6 +94,15 @@ def gdp_sentence(result: Result) -> str:
     return (f"Model-based GDP fit: mu >= {_plain_num(emp.mu_lower_bound, '.3f')} with confidence "
             f"{_plain_num(emp.confidence, 'g')} (mu is the shift between two unit Gaussians whose tradeoff "
             f"the scores are compared with).{implied}")
+
+
+def one_run_lines(result: AuditResult) -> list[str]:
+    """The one-run section of the Markdown report: what was certified and under which assumptions, in the
+    result's own words (``result.one_run``; the HTML report prints the same sentences)."""
+    record = result.one_run
+    lines = ["## One-run audit", "", md(record.get("statement")), "", "Assumptions:", ""]
+    lines += [f"- {md(item)}" for item in record.get("assumptions") or ()]
+    return lines + [""]
 
 
 def reading_guide(result: Result) -> list[tuple[str, str]]:
@@ -232,6 +244,8 @@ def markdown(result: Result) -> str:
     lines = [f"# {md(result.title)}", "", f"**Verdict: {md(result.verdict)}.** "
              + md(verdict_sentence(result)), "", "> " + md(gdp_sentence(result)), "",
              "## How to read this report", ""]
+    if result.one_run:
+        lines[-2:-2] = one_run_lines(result)
     lines += [f"- **{md(term)}**: {md(text)}" for term, text in reading_guide(result)]
     params = ", ".join(f"{md(k)} = {md(v)}" for k, v in shown_params(mech).items())
     indices = canary.get("indices") or []
