@@ -1,8 +1,9 @@
 """Certify a one-run audit's canary scores and build its :class:`AuditResult` (docs/theory.md 9).
 
 Every certified one-run estimator of the project runs on the same scores:
-the f-DP test in the Gaussian family (Mahloujifar et al. 2024) and the
-(epsilon, delta) test (Steinke et al. 2023). The verdict uses the one the
+the f-DP test in the Gaussian family (Mahloujifar et al. 2024), the
+(epsilon, delta) test (Steinke et al. 2023) and the tail bound of the
+released guesses (Xiang et al. 2025, Gaussian family). The verdict uses the one the
 audit named before the run (``one_run_method``, f-DP by default), each at the
 audit's full confidence; the others are listed beside it. The Gaussian-pair
 estimate (the two score groups read as two Gaussians, Agrawal et al. 2026) is
@@ -15,6 +16,7 @@ References
 ----------
 Steinke, Nasr, Jagielski, "Privacy Auditing with One (1) Training Run", NeurIPS 2023.
 Mahloujifar, Melis, Chaudhuri, "Auditing f-Differential Privacy in One Run", arXiv:2410.22235, 2024.
+Xiang, Wang, Xiao, Tian, Wang, "Tight Privacy Audit in One Run", arXiv:2509.08704, 2025.
 Agrawal, Wei, Singh, Magdon-Ismail, Zikas, "Let's Ask Gauss: Improved One-Run Privacy Auditing",
 arXiv:2606.12733, 2026.
 """
@@ -37,7 +39,7 @@ from dpaudit.mechanisms.kinds import Relation
 __all__ = ["METHOD_NAMES", "gaussian_pair_estimate", "one_run_estimates", "one_run_result", "relation_of"]
 
 METHOD_NAMES = {"fdp": "one-run f-DP (Mahloujifar et al. 2024)", "steinke": "one-run (epsilon, delta) "
-                "(Steinke et al. 2023)"}
+                "(Steinke et al. 2023)", "tail": "one-run tail bound (Xiang et al. 2025)"}
 
 
 def relation_of(mechanism: Any) -> Relation:
@@ -81,6 +83,11 @@ def _assumptions(job: OneRunJob, headline: OneRunAudit, relation: Relation) -> l
         items.append(f"the tradeoff between including and excluding one canary lies in the Gaussian family "
                      f"(mu-GDP): the test certifies mu of at least {headline.mu_lower_bound:.4g}, and epsilon is the "
                      f"epsilon of that family at delta = {headline.delta:g}")
+    elif headline.method == "tail":
+        items.append(f"the canaries act as separate uses of one Gaussian (mu-GDP) channel read by the best decoder, "
+                     f"as in the tail bound of Xiang et al. 2025: the test certifies mu of at least "
+                     f"{headline.mu_lower_bound:.4g}, and epsilon is the epsilon of that family at delta = "
+                     f"{headline.delta:g}")
     else:
         items.append("none about the mechanism beyond (epsilon, delta)-DP with respect to each canary")
     if headline.guess_rule == "calibrate":

@@ -65,7 +65,7 @@ def test_the_cli_runs_a_one_run_config_and_every_report_says_the_same(one_run_co
     assert document["audit"]["design"] == "one-run" and document["one_run"]["design"] == "one-run"
     assert document["one_run"]["canaries"] == 1000 and document["canary"]["kind"] == "gradient"
     names = {e["name"]: e["value"] for e in document["empirical"]["estimates"]}
-    assert set(names) == {"one-run-fdp", "one-run-steinke"}
+    assert set(names) == {"one-run-fdp", "one-run-steinke", "one-run-tail"}
     assert document["empirical"]["epsilon_lower_bound"] == names["one-run-fdp"]  # the estimator named in advance
     assert any(c["applicable"] for c in document["claims"]) and document["verdict"] in ("consistent", "inconclusive")
     record = document["one_run"]
