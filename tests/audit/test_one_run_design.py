@@ -135,3 +135,26 @@ def test_check_and_assert_private_treat_a_one_run_audit_like_any_other(one_run_c
     assert summary["design"] == "one-run" and 0 < summary["epsilon_lower_bound"] <= 4.9
     with pytest.raises(PrivacyViolation, match="is not \\(0, 1e-05\\)-DP: Certified with confidence 0.95"):
         assert_private(mech, epsilon=0.0, delta=1e-5, design="one-run", canaries=1000)
+
+
+PLUGIN_TESTS = """
+import dpaudit
+
+def _mech():
+    return dpaudit.make("model", model="softmax", data="digits", steps=20, batch_size=256, noise_multiplier=1.0,
+                        eta=1.0)
+
+def test_claim_that_holds(dp_audit):
+    dp_audit(_mech(), epsilon=4.9, delta=1e-5, design="one-run", canaries=1000)
+
+def test_claim_of_zero(dp_audit):
+    dp_audit(_mech(), epsilon=0.0, delta=1e-5, design="one-run", canaries=1000)
+"""
+
+
+def test_the_pytest_plugin_runs_one_run_audits(pytester):
+    pytester.makepyfile(test_one=PLUGIN_TESTS)
+    result = pytester.runpytest("-q", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*PrivacyViolation: *is not (0, 1e-05)-DP: Certified with confidence 0.95*",
+                                 "*dpaudit privacy audits*", "ok*test_claim_that_holds*", "VIOLATION*test_claim_of_zero*"])
