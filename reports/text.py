@@ -133,6 +133,11 @@ def reading_guide(result: Result) -> list[tuple[str, str]]:
         guide.append(("Per-index confidence", f"each of the {count} canary positions is certified at confidence "
                       f"{_plain_num(per_index, '.4g')}, so that all {count} statements hold together with the "
                       f"audit's confidence {_plain_num(emp.confidence, 'g')} (a union bound)."))
+    if result.one_run:
+        guide.append(("One run", "here the trials are canaries of one training run (or a few pooled): each was "
+                      "included or not by a fair coin before training, and the test counts how often the trained "
+                      "model tells which; the one-run section says which test certified and under which "
+                      "assumptions."))
     if result.attack.get("portfolio"):
         guide.append(("Portfolio", "several scores were fitted on part of the calibration trials and judged on "
                       "the rest; only the strongest certified, on trials none of them saw, so the choice costs "
@@ -254,8 +259,10 @@ def markdown(result: Result) -> str:
               f"- release: {md(release_text(mech.get('release_grid')))}",
               f"- canary: {md(canary['kind'])} ({md(canary['relation'])}), "
               f"{'positions ' + md(', '.join(map(str, indices))) if indices and indices[0] is not None else 'no positions'}",
-              f"- score: {md(', '.join(map(str, score)) if isinstance(score, list) else score)}; trials per dataset: "
-              f"{num(audit['trials'], 'd')}; threshold: {md(audit['threshold'])}", ""]
+              f"- score: {md(', '.join(map(str, score)) if isinstance(score, list) else score)}; "
+              + (f"design: one-run, {num(result.one_run.get('canaries'), 'd')} canaries per run, "
+                 f"{num(result.one_run.get('runs'), 'd')} run(s)" if result.one_run else
+                 f"trials per dataset: {num(audit['trials'], 'd')}; threshold: {md(audit['threshold'])}"), ""]
     strongest = result.empirical.index
     where = f" at the strongest canary index ({md(strongest)})" if strongest is not None else ""
     lines += [f"## Claims{where}", ""]
