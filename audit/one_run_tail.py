@@ -32,6 +32,8 @@ order-statistics tail bound of the released guesses).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy.special import ndtr, ndtri
 from scipy.stats import beta as beta_law
@@ -57,6 +59,14 @@ def _confidence_at(tail: np.ndarray, mu: np.ndarray) -> np.ndarray:
     return s * (1 + 1e-7) + 1e-7
 
 
+@functools.lru_cache(maxsize=256)
+def _cut_quantiles(canaries: int, guesses: int, cells: int) -> np.ndarray:
+    """Upper ends of the first ``cells - 1`` cells of equal probability of ``W ~ Beta(m - r, r + 1)``."""
+    upper = beta_law.ppf(np.arange(1, cells) / cells, canaries - guesses, guesses + 1)
+    upper.setflags(write=False)
+    return upper
+
+
 def tail_p_values(mu, *, canaries: int, guesses: int, errors: int, cells: int = CELLS) -> np.ndarray:
     """An upper bound on ``P[errors <= u]`` under mu-GDP, for each mu (vector)."""
     mu = np.atleast_1d(np.asarray(mu, dtype=float))
@@ -64,7 +74,7 @@ def tail_p_values(mu, *, canaries: int, guesses: int, errors: int, cells: int = 
         return np.ones(mu.shape)
     if guesses == canaries:
         return binom.cdf(errors, canaries, ndtr(-mu / 2))
-    upper = beta_law.ppf(np.arange(1, cells) / cells, canaries - guesses, guesses + 1)  # the last cell: 1
+    upper = _cut_quantiles(canaries, guesses, cells)  # the last cell's upper end, 1, is left out
     tail = (1.0 - upper)[:, None]
     inside = tail[:, 0] > 0
     values = np.ones((upper.size, mu.size))
