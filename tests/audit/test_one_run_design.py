@@ -6,6 +6,7 @@ import html
 import json
 import sqlite3
 
+import numpy as np
 import pytest
 
 import dpaudit
@@ -158,3 +159,19 @@ def test_the_pytest_plugin_runs_one_run_audits(pytester):
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*PrivacyViolation: *is not (0, 1e-05)-DP: Certified with confidence 0.95*",
                                  "*dpaudit privacy audits*", "ok*test_claim_that_holds*", "VIOLATION*test_claim_of_zero*"])
+
+
+def test_the_model_based_estimate_never_decides_the_verdict():
+    from dpaudit.audit.api import make_one_run_job
+    from dpaudit.audit.one_run_result import one_run_result
+
+    mech = dpaudit.make("model", model="softmax", data="iris", steps=10, batch_size=16, noise_multiplier=1.0)
+    job = make_one_run_job(mech, design="one-run", canaries=6, runs=None, one_run_method=None, canary=None,
+                           title=None, claimed_epsilon=None, sequential=False, given={})
+    included = np.tile([0, 1], 3)
+    scores = 10.0 * included + np.linspace(0, 1, 6)  # two groups far apart: a huge Gaussian-pair estimate
+    result = one_run_result(job, scores, included, timings={"seconds": 0.0})
+    smallest = min(c.epsilon for c in result.claims if c.is_bound)
+    assert result.empirical.model_based_epsilon > 10 * smallest  # the model reads far more than any claim
+    assert result.epsilon_lower_bound < smallest  # 6 canaries cannot certify much
+    assert result.verdict == "consistent" and not result.violations
