@@ -3,7 +3,10 @@
 A config has an optional top-level ``title`` and the tables ``[mechanism]``
 (``name`` plus the mechanism's parameters), ``[canary]``, ``[attack]``,
 ``[audit]`` and an optional ``[sweep]`` whose lists expand into one audit
-per combination. Configs are data: parsing never executes code.
+per combination. Configs are data: parsing never executes code, except the
+model factory a config names itself (``model = "file.py:factory"``, loaded
+from the config's folder). ``[audit] design = "one-run"`` and its keys are
+read by :mod:`dpaudit.audit.one_run_config`.
 
 Errors are :class:`ConfigError` (a ``ParameterError``) naming the file, the
 table, the key and the value.
@@ -25,6 +28,7 @@ from dpaudit.attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
 from dpaudit.attacks.scores import AUTO, SCORES, is_fitted
 from dpaudit.audit.budget import MAX_SWEEP, Estimate, check_budget
 from dpaudit.audit.job import AUDIT_DEFAULTS, AuditJob, AuditSettings, check_setting
+from dpaudit.audit.one_run_config import one_run_keys
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import suggestion
 
@@ -62,7 +66,9 @@ class AuditConfig:
         """The audit to run: one canary pair per position the config asks for (``sequential``: stop at the
         first certified violation, ``dpaudit check``); a ``OneRunJob`` for ``design = "one-run"``."""
         if self.one_run is not None:
-            return _one_run_job(self, sequential)
+            from dpaudit.audit.one_run_config import one_run_job
+
+            return one_run_job(self, sequential)
         try:
             pairs = tuple(self.canary.build(self.mechanism, t) for t in self.canary.indices(self.mechanism))
         except ParameterError as exc:
@@ -98,56 +104,6 @@ class AuditConfig:
         resolved = copy.deepcopy(self.resolved)
         resolved["audit"]["trials"] = _check_audit_key("trials", trials, self.source)
         return AuditConfig(resolved, self.source)
-
-
-def _one_run_keys(raw: dict[str, Any], source: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """``raw`` without the ``[audit]`` keys of the design (``design``, ``canaries``, ``runs``,
-    ``one_run_method``), and the one-run table (``None`` for the design of many trainings)."""
-    from dpaudit.audit.one_run_design import DESIGNS, ONE_RUN_DEFAULTS
-
-    audit = dict(raw.get("audit", {}))
-    design = audit.pop("design", "many-runs")
-    given = {key: audit.pop(key) for key in ONE_RUN_DEFAULTS if key in audit}
-    if design not in DESIGNS:
-        raise _fail(source, "audit", "design", f"must be one of {', '.join(DESIGNS)}, got design={design!r}"
-                    f"{suggestion(design, DESIGNS) if isinstance(design, str) else ''}")
-    if design == "many-runs":
-        if given:
-            key = next(iter(given))
-            raise _fail(source, "audit", key, "applies to design = 'one-run' only; add it or remove the key")
-        return raw, None
-    for key in ("trials", "threshold", "chunk_size", "calibration_fraction"):
-        if key in audit:
-            raise _fail(source, "audit", key, "does not apply to design = 'one-run' (one training run, "
-                                              "canaries instead of trials); remove it")
-    canary = raw.get("canary", {})
-    extra = [key for key in canary if key != "kind"]
-    if extra:
-        raise _fail(source, "canary", extra[0], "does not apply to design = 'one-run' (the canaries are drawn "
-                                                "from [audit] seed); only kind is taken")
-    attack = raw.get("attack", {})
-    if attack:
-        raise _fail(source, "attack", next(iter(attack)), "does not apply to design = 'one-run' (the score "
-                                                          "follows the canary kind)")
-    table = {**ONE_RUN_DEFAULTS, **given}
-    return {**raw, "audit": audit}, table
-
-
-def _one_run_job(config: "AuditConfig", sequential: bool) -> Any:
-    """The ``OneRunJob`` of a one-run config; errors name the config and the key."""
-    from dpaudit.audit.one_run_design import OneRunJob
-
-    table = config.one_run or {}
-    settings = AuditSettings(**config.audit)
-    description = {key: config.resolved[key] for key in ("mechanism", "canary")}
-    try:
-        return OneRunJob(config.mechanism, table["canaries"], settings, config.title, description, config.source,
-                         kind=config.canary.kind or "gradient", runs=table["runs"], method=table["one_run_method"],
-                         sequential=sequential)
-    except ParameterError as exc:
-        text = str(exc)
-        table_name = "canary" if text.startswith("kind") else "audit"
-        raise ConfigError(f"{config.source}: [{table_name}] {text}") from None
 
 
 def _load_user_model(mechanism: dict[str, Any], source: str) -> None:
@@ -303,7 +259,7 @@ def parse_config(raw: dict[str, Any], source: str = "<config>") -> list[AuditCon
     _check_values(raw, source)
     configs = []
     for variant, label in _expand_sweep(raw, source):
-        variant, one_run = _one_run_keys(variant, source)
+        variant, one_run = one_run_keys(variant, source)
         resolved = _resolve(variant, source)
         resolved["one_run"] = one_run
         try:
