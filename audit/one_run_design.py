@@ -46,7 +46,7 @@ from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice, check_int
 
 __all__ = ["DESIGNS", "ONE_RUN_DEFAULTS", "ONE_RUN_KINDS", "OneRunJob", "canary_scores", "draw_canaries",
-           "run_one_run"]
+           "run_one_run", "train_and_score"]
 
 DESIGNS = ("many-runs", "one-run")
 ONE_RUN_KINDS = ("gradient", "input")
@@ -181,7 +181,7 @@ def canary_scores(job: OneRunJob, canaries: Canaries, final: np.ndarray) -> np.n
     return -loss.double().numpy()
 
 
-def _one_run(job: OneRunJob, run: int) -> tuple[np.ndarray, np.ndarray, float]:
+def train_and_score(job: OneRunJob, run: int) -> tuple[np.ndarray, np.ndarray, float]:
     """Train once with run ``run``'s canaries; its scores and inclusion bits."""
     start = time.perf_counter()
     canaries = draw_canaries(job, run)
@@ -203,7 +203,7 @@ def run_one_run(job: OneRunJob, store: Any, *, store_path: str | None = None) ->
     for run in range(job.runs):
         if (0, "a", "cert", run) in done and (0, "b", "cert", run) in done:
             continue
-        scores, included, seconds = _one_run(job, run)
+        scores, included, seconds = train_and_score(job, run)
         store.put_chunk(audit_id, (0, "b", "cert", run), included, 0.0)
         store.put_chunk(audit_id, (0, "a", "cert", run), scores, seconds)
         computed += 1

@@ -175,3 +175,25 @@ def test_the_model_based_estimate_never_decides_the_verdict():
     assert result.empirical.model_based_epsilon > 10 * smallest  # the model reads far more than any claim
     assert result.epsilon_lower_bound < smallest  # 6 canaries cannot certify much
     assert result.verdict == "consistent" and not result.violations
+
+
+@pytest.mark.parametrize("method", ["fdp", "steinke", "tail"])
+def test_canaries_without_effect_certify_above_0_in_at_most_5_percent_of_runs(method):
+    """The scores of one real training's 1,000 canaries, judged against inclusion bits drawn afresh for each
+    seed: canaries whose inclusion had no effect on the scores, so any bound above 0 is a false alarm."""
+    from dpaudit.audit.one_run_fdp import one_run_audit
+
+    from dpaudit.audit.api import make_one_run_job
+    from dpaudit.audit.one_run_design import train_and_score
+
+    mech = dpaudit.make("model", model="softmax", data="digits", steps=20, batch_size=256, noise_multiplier=1.0,
+                        eta=1.0)
+    job = make_one_run_job(mech, design="one-run", canaries=1000, runs=None, one_run_method=None, canary=None,
+                           title=None, claimed_epsilon=None, sequential=False, given={}, seed=11)
+    scores, _, _ = train_and_score(job, 0)
+    assert scores.shape == (1000,)
+    # Each seed false-alarms with probability <= 0.05: over 100 seeds the count is Binomial(100, <= 0.05),
+    # and P[count > 12] < 0.0015.
+    alarms = sum(one_run_audit(scores, np.random.default_rng(500 + seed).integers(0, 2, scores.size), delta=1e-5,
+                               method=method, seed=seed).epsilon_lower_bound > 0 for seed in range(100))
+    assert alarms <= 12, alarms
