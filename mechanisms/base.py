@@ -194,7 +194,7 @@ class Mechanism(AuditHooks, abc.ABC):
     @property
     def iterations(self) -> int:
         """Sequential steps one trial runs (``steps`` of an iterative mechanism, else the records), for
-        the size and time estimates of ``audit.budget``."""
+        the size and time estimates of ``audit.statistics.budget``."""
         steps = getattr(self, "steps", None)
         return int(steps or self.n_records or 1)
 

@@ -288,6 +288,13 @@ class DPSGD(IterativeMechanism):
                 released[:, step * self.dim:(step + 1) * self.dim] = theta
         return released if iterates else theta
 
+    def _update_is_the_packages(self) -> bool:
+        """Whether this class samples and steps as dp-sgd does (the exact laws describe no other update).
+
+        dp-lssgd answers for its own smoothing, so this module never imports its subclass.
+        """
+        return type(self)._sample is DPSGD._sample and type(self).direction is DPSGD.direction
+
     def exact_output_laws(self, data_a: Dataset, data_b: Dataset):
         """Exact laws of the last iterate on whole-space, linear-loss instances (``accounting.training_laws``).
 
@@ -296,13 +303,11 @@ class DPSGD(IterativeMechanism):
         """
         from dpaudit.mechanisms.accounting.training_laws import dpsgd_laws
         from dpaudit.mechanisms.errors import NotExact
-        from dpaudit.mechanisms.lssgd import DPLSSGD
 
         if self.output == "iterates":
             raise NotExact("every iterate is released: the last-iterate laws do not describe the release "
                            "(the white-box score law gives its ceiling)")
-        if type(self)._sample is not DPSGD._sample or type(self).direction not in (DPSGD.direction,
-                                                                                    DPLSSGD.direction):
+        if not self._update_is_the_packages():
             raise NotExact(f"{type(self).__name__} samples or smooths in its own way; the exact laws describe "
                            "dp-sgd and dp-lssgd")
         return dpsgd_laws(self, data_a, data_b)

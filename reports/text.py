@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dpaudit.audit.result import AuditResult, ClaimEntry, IndexResult, load_result
-from dpaudit.audit.verdict import applicable_bounds
+from dpaudit.audit.jobs.result import AuditResult, ClaimEntry, IndexResult, load_result
+from dpaudit.audit.checks.verdict import applicable_bounds
 
 __all__ = ["claims_rows", "estimate_rows", "gdp_sentence", "index_rows", "markdown", "md", "num", "one_run_lines",
            "portfolio_rows", "reading_guide", "release_text", "shown_params", "typed", "verdict_sentence"]

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from dpaudit import mechanisms
-from dpaudit.audit.config import load_configs
-from dpaudit.audit.runner import RunOptions, run_audits
+from dpaudit.audit.jobs.config import load_configs
+from dpaudit.audit.jobs.runner import RunOptions, run_audits
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.accounting.lssgd import lssgd_claim_noise
 from dpaudit.reports import plots
@@ -98,7 +98,7 @@ def lssgd_svg(delta: float = 1e-5) -> str:
     """The paper's MNIST settings: claimed epsilon against the accountants for the same noise."""
     steps, n, batch = 50 * 469, 60_000, 128
     targets = [0.1, 0.15, 0.2, 0.25, 0.3]
-    rows = {"lssgd-paper-thm1": [], "sgm-rdp": [], "wor-rdp": []}
+    rows = {"lssgd-paper-thm1": [], "sgm-rdp": [], "wor-rdp-thm27": []}
     for eps in targets:
         nu = lssgd_claim_noise(epsilon=eps, delta=delta, steps=steps, n=n, lipschitz=1.0)
         for sampling in ("poisson", "without-replacement"):
@@ -109,7 +109,7 @@ def lssgd_svg(delta: float = 1e-5) -> str:
                     rows[entry.name].append(entry.epsilon)
     figure, axes = plots.new_figure(figsize=(6.4, 3.6))
     labels = {"lssgd-paper-thm1": "paper's Thm 1 (claimed)", "sgm-rdp": "Poisson accountant (MTZ, add/remove)",
-              "wor-rdp": "without replacement (WBK Thm 9, replace-one)"}
+              "wor-rdp-thm27": "without replacement (WBK Thm 27, replace-one)"}
     for name, values in rows.items():
         axes.plot(targets, values, marker="o", label=labels[name])
     axes.set_xlabel("target epsilon of the paper (MNIST: n=60000, b=128, 50 epochs)")
