@@ -24,6 +24,7 @@ mlp        a small two-layer network (torch, Adam)
 exact      the mechanism's own exact log-likelihood ratio, if it has one
 float-bits bit patterns of the released floats (``attacks.float_bits``)
 step-*     every released step read apart (``attacks.steps``: step-max, step-mixture)
+discrete   few-valued and mixed outputs: outcome counts or encoded classifier (``attacks.discrete``)
 ========== ==========================================================
 """
 
@@ -44,8 +45,8 @@ from dpaudit.attacks.score_protocol import (Score, ScoreFunction, check_score, s
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import suggestion
 
-__all__ = ["AUTO", "BuiltinScore", "SCORES", "Score", "ScoreFunction", "check_score", "fit_score", "get_score",
-           "is_fitted", "register_score", "registered_scores", "resolve_scores", "score_applies",
+__all__ = ["AUTO", "BuiltinScore", "SCORES", "Score", "ScoreFunction", "check_score", "fit_classifier", "fit_score",
+           "get_score", "is_fitted", "register_score", "registered_scores", "resolve_scores", "score_applies",
            "score_fitted", "score_needs_calibration"]
 
 _MAX_FIT = 200_000  # calibration trials used to fit a learned score
@@ -137,9 +138,9 @@ _BUILTINS = (
     BuiltinScore("gaussian", "log-likelihood ratio of Gaussians fitted on calibration trials", True,
                  lambda pair, a, b, seed: _fit_gaussian(a, b)),
     BuiltinScore("logistic", "logistic regression fitted on calibration trials", True,
-                 lambda pair, a, b, seed: _fit_classifier(a, b, hidden=0, seed=seed)),
+                 lambda pair, a, b, seed: fit_classifier(a, b, hidden=0, seed=seed)),
     BuiltinScore("mlp", "small neural network fitted on calibration trials", True,
-                 lambda pair, a, b, seed: _fit_classifier(a, b, hidden=32, seed=seed)),
+                 lambda pair, a, b, seed: fit_classifier(a, b, hidden=32, seed=seed)),
     BuiltinScore("exact", "exact log-likelihood ratio supplied by the mechanism", False, _exact, _exact_applies),
     BuiltinScore("float-bits", "floating-point distinguisher: value windows crossed with significand bits", True,
                  lambda pair, a, b, seed: fit_float_bits(a, b), _float_bits_applies, strict=False),
@@ -151,7 +152,7 @@ _BUILTINS = (
 _REGISTRY: dict[str, Score] = {score.name: score for score in _BUILTINS}
 #: Modules of the package that define more scores (each calls :func:`register_score` once per score);
 #: imported on the registry's first use, so importing this module registers nothing elsewhere.
-SCORE_MODULES: tuple[str, ...] = ("dpaudit.attacks.steps",)
+SCORE_MODULES: tuple[str, ...] = ("dpaudit.attacks.steps", "dpaudit.attacks.discrete")
 _loaded = False
 
 
@@ -288,7 +289,7 @@ def _fit_gaussian(cal_a: np.ndarray, cal_b: np.ndarray) -> ScoreFunction:
     return score
 
 
-def _fit_classifier(cal_a: np.ndarray, cal_b: np.ndarray, *, hidden: int, seed: int) -> ScoreFunction:
+def fit_classifier(cal_a: np.ndarray, cal_b: np.ndarray, *, hidden: int, seed: int) -> ScoreFunction:
     """Logistic regression (``hidden=0``) or a one-hidden-layer network; returns the logit.
 
     Trained on one torch thread (restored after): these small full-batch problems run about ten times

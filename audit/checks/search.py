@@ -64,6 +64,7 @@ class EmptyDataset(Dataset):
     def __init__(self, columns: int = 1) -> None:  # noqa: D107 - bypasses the non-empty check on purpose
         object.__setattr__(self, "records", np.zeros((0, columns)))
         object.__setattr__(self, "injected", {})
+        object.__setattr__(self, "scheduled", {})
 
 
 @dataclasses.dataclass(frozen=True)

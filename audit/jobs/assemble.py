@@ -62,9 +62,13 @@ def _law_ceiling(pair: CanaryPair, delta: float, certified: int, confidence: flo
     return exact_ceiling(*law, trials=certified, delta=delta, confidence=confidence), source
 
 
-def claim_entries(mechanism, index: int | None, delta: float) -> list[ClaimEntry]:
-    """Every claim evaluated at ``delta``, with its profile on ``PROFILE_EPSILONS``."""
+def claim_entries(mechanism, index: int | None, delta: float, pair: CanaryPair | None = None) -> list[ClaimEntry]:
+    """Every claim evaluated at ``delta``, with its profile on ``PROFILE_EPSILONS`` (a ``pair`` whose canary the
+    mechanism's claims do not describe, such as a scheduled canary, brings its own: ``pair_claims``)."""
     claim_objects = mechanism.claims(index=index)
+    if pair is not None:
+        own = mechanism.pair_claims(pair.dataset_a, pair.dataset_b, str(pair.relation), claim_objects)
+        claim_objects = claim_objects if own is None else own
     entries = evaluate_claims(claim_objects, delta=delta)
     return [entry.replace(profile=claim.profile(PROFILE_EPSILONS)) if entry.applicable else entry
             for claim, entry in zip(claim_objects, entries)]
@@ -74,8 +78,8 @@ def _index_result(job: AuditJob, pair: CanaryPair, source: ScoreSource, confiden
                   trials: int) -> IndexResult:
     settings = job.settings
     certification = certify_source(source, delta=settings.delta, confidence=confidence,
-                                   threshold=settings.threshold, estimators=job.estimators)
-    claims = claim_entries(job.mechanism, pair.index, settings.delta)
+                                   threshold=settings.threshold, estimators=job.estimators, seed=settings.seed)
+    claims = claim_entries(job.mechanism, pair.index, settings.delta, pair)
     exact = _exact(pair, settings.delta, certification.trials["a"], confidence)
     if exact is not None:
         claims.append(exact[0])

@@ -38,6 +38,9 @@ TABLES = ("mechanism", "canary", "attack", "audit", "sweep")
 CANARY_DEFAULTS: dict[str, Any] = {
     "kind": None, "index": None, "background": None, "pair": None, "direction": None, "seed": 0,
 }
+#: Keys of a scheduled canary (``attacks.schedules``): kept in the resolved config only when given, so the
+#: ids of audits without a schedule do not change.
+SCHEDULE_KEYS = ("every", "steps", "directions")
 ATTACK_DEFAULTS: dict[str, Any] = {"score": AUTO}  # every registered score that applies (a portfolio)
 
 
@@ -190,10 +193,10 @@ def _resolve(raw: dict[str, Any], source: str) -> dict[str, Any]:
     for table in TABLES:
         if table in raw and not isinstance(raw[table], dict):
             raise ConfigError(f"{source}: {table} must be a table [{table}], got {raw[table]!r}")
-    mechanism = dict(raw.get("mechanism", {}))
+    mechanism = _user_loss_path(dict(raw.get("mechanism", {})), source)
     if "name" not in mechanism:
         raise _fail(source, "mechanism", "name", f"missing (one of {', '.join(sorted(mechanisms.registered()))})")
-    canary = _with_defaults(raw, "canary", CANARY_DEFAULTS, source)
+    canary = _canary_table(raw, source)
     if canary["kind"] is not None and canary["kind"] not in CANARY_KINDS:
         raise _fail(source, "canary", "kind", f"must be one of {', '.join(CANARY_KINDS)}, got kind={canary['kind']!r}"
                     f"{suggestion(canary['kind'], CANARY_KINDS)}")
@@ -217,6 +220,40 @@ def _resolve(raw: dict[str, Any], source: str) -> dict[str, Any]:
         audit[key] = _check_audit_key(key, value, source)
     resolved = {"title": title, "mechanism": mechanism, "canary": canary, "attack": attack, "audit": audit}
     return resolved
+
+
+def _user_loss_path(mechanism: dict[str, Any], source: str) -> dict[str, Any]:
+    """A ``loss = "FILE.py:NAME"`` with a relative path, made absolute from the config's folder (loaded and
+    checked with ``user_code.load_object``, ``base`` the folder): the audit is the same from any working
+    directory."""
+    from dpaudit.mechanisms.user_code import load_object, parse_spec
+    from dpaudit.mechanisms.user_loss import is_user_loss
+
+    spec = mechanism.get("loss")
+    if not is_user_loss(spec):
+        return mechanism
+    try:
+        path, name = parse_spec(spec, parameter="loss")
+        base = Path(source).resolve().parent
+        load_object(spec, parameter="loss", base=base)
+    except ParameterError as exc:
+        raise _fail(source, "mechanism", "loss", str(exc).removeprefix("loss: ")) from None
+    if path.endswith(".py") and not Path(path).expanduser().is_absolute():
+        mechanism["loss"] = f"{(base / path).resolve()}:{name}"
+    return mechanism
+
+
+def _canary_table(raw: dict[str, Any], source: str) -> dict[str, Any]:
+    """The ``[canary]`` table with its defaults, plus the schedule keys that were given (``every``, ``steps``,
+    ``directions``; checked by ``CanarySpec``)."""
+    table = raw.get("canary", {})
+    schedule = {key: table[key] for key in SCHEDULE_KEYS if key in table}
+    others = {key: value for key, value in table.items() if key not in SCHEDULE_KEYS}
+    try:
+        canary = _with_defaults({"canary": others}, "canary", CANARY_DEFAULTS, source)
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace("(valid: ", f"(valid: {', '.join(SCHEDULE_KEYS)}, ", 1)) from None
+    return {**canary, **schedule}
 
 
 def _expand_sweep(raw: dict[str, Any], source: str) -> list[tuple[dict[str, Any], str]]:
@@ -272,6 +309,8 @@ def parse_config(raw: dict[str, Any], source: str = "<config>") -> list[AuditCon
             _check_applicable(config, variant, source)
             if config.canary.index != "all" or not config.mechanism.has_positions:
                 config.canary.indices(config.mechanism)  # validates the index against n (without listing "all")
+            if config.canary.scheduled:  # the schedule against the run: steps, directions, kind, pair
+                config.canary.build(config.mechanism, None)
         except ParameterError as exc:
             if isinstance(exc, ConfigError):
                 raise
@@ -282,8 +321,17 @@ def parse_config(raw: dict[str, Any], source: str = "<config>") -> list[AuditCon
             resolved["title"] = f"{config.title} ({label})"
         resolved["canary"]["direction"] = (list(config.canary.direction)
                                            if isinstance(config.canary.direction, tuple) else config.canary.direction)
+        _plain_schedule(resolved["canary"], config)
         configs.append(AuditConfig(resolved, source))
     return configs
+
+
+def _plain_schedule(canary: dict[str, Any], config: AuditConfig) -> None:
+    """The schedule keys as plain lists (JSON and the config hash)."""
+    if "steps" in canary:
+        canary["steps"] = list(config.canary.steps)
+    if "directions" in canary:
+        canary["directions"] = [list(row) for row in config.canary.directions]
 
 
 def _check_applicable(config: AuditConfig, raw: dict[str, Any], source: str) -> None:

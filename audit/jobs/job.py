@@ -94,6 +94,9 @@ def pair_digest(pair: CanaryPair) -> bytes:
         for position in sorted(dataset.injected):
             digest.update(f"{position}:".encode())
             digest.update(np.ascontiguousarray(dataset.injected[position], dtype=np.float64).tobytes())
+        for step in sorted(dataset.scheduled):  # nothing is added for unscheduled canaries: their ids stay
+            digest.update(f"step {step}:".encode())
+            digest.update(np.ascontiguousarray(dataset.scheduled[step], dtype=np.float64).tobytes())
     digest.update(np.ascontiguousarray(pair.direction, dtype=np.float64).tobytes())
     kind = type(pair.mechanism)
     digest.update(json.dumps([pair.index, str(pair.relation), pair.kind, pair.mechanism.name, pair.mechanism.params,
@@ -247,7 +250,12 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
     else:
         spec = _canary_spec(canary, index)
         pairs = tuple(spec.build(mechanism, position) for position in spec.indices(mechanism))
-        canary_table = {key: getattr(spec, key) for key in spec.__dataclass_fields__}
+        schedule = ("every", "steps", "directions")  # kept only when given: unscheduled audits keep their ids
+        canary_table = {key: getattr(spec, key) for key in spec.__dataclass_fields__
+                        if key not in schedule or getattr(spec, key) is not None}
+        for key in ("steps", "directions"):
+            if canary_table.get(key) is not None:
+                canary_table[key] = [list(v) if isinstance(v, tuple) else v for v in canary_table[key]]
         canary_table["pair"] = spec.pair_for(mechanism)
         canary_table["direction"] = list(spec.direction) if isinstance(spec.direction, tuple) else spec.direction
     scores = resolve_scores(AUTO if score is None else score)

@@ -2,7 +2,7 @@
 
 ``dpaudit gallery --out DIR`` runs the configs shipped in this package (one
 folder per section: ``per_index``, ``stopped``, ``lssgd``, ``baselines``, ``hidden_state``,
-``ladder``), renders each audit's report, adds theory figures (Asoodeh et al. Fig. 2
+``ladder``, ``schedules``), renders each audit's report, adds theory figures (Asoodeh et al. Fig. 2
 comparison; DP-LSSGD's claim against the accountant at the paper's MNIST
 settings), the section "real libraries" (:mod:`dpaudit.gallery.libraries`: DP libraries through their
 adapters, those installed) and writes ``index.html``. ``--trials`` makes a reduced gallery
@@ -62,6 +62,11 @@ SECTIONS = (
             "loops do, usually reported with the Poisson accountant's 0.718), every iterate with Poisson "
             "batches (where that accountant is exact), the last iterate only, and the hidden state of "
             "projected noisy SGD with the same noise per step (docs/theory.md 6)."),
+    Section("schedules", "(g) When does the hidden state hide anything?",
+            "A crafted gradient inserted every k = 1, 5, 25 steps of DP-SGD (n = 100, batches of 100, 250 steps, "
+            "noise multiplier 15.81, linear loss; Cebere et al. 2025), then one gradient at step 1 with a linear "
+            "and with a concave loss (Annamalai 2024), and the same on PNSGD: certified, exact and the claims "
+            "side by side (docs/theory.md 10)."),
 )
 
 
@@ -146,9 +151,12 @@ def build(out: Path, *, trials: int | None, workers: int | None, store: str, pro
 
     from dpaudit.gallery.ladder import ladder_table
 
+    from dpaudit.gallery.schedules_table import schedules_table
+
     ladder = [result for number, result in zip(owners, results) if SECTIONS[number].folder == "ladder"]
+    scheduled = [result for number, result in zip(owners, results) if SECTIONS[number].folder == "schedules"]
     figures = {"stopped": stopped_comparison_svg(), "lssgd": lssgd_svg(), "hidden_state": hidden_state_svg(),
-               "ladder": ladder_table(ladder)}
+               "ladder": ladder_table(ladder), "schedules": schedules_table(scheduled)}
     from jinja2 import Environment, select_autoescape
 
     env = Environment(autoescape=select_autoescape(default=True))

@@ -239,3 +239,12 @@ def test_dpaudit_check_looks_and_run_does_not(write_config, tmp_path, capsys):
     assert main(["run", str(config), "--store", str(tmp_path / "r.sqlite"), "--quiet", "--json"]) == 0
     ran = json.loads(capsys.readouterr().out)
     assert "sequential" not in ran and ran["empirical"]["confidence"] == 0.95
+
+
+def test_the_former_helper_names_warn_and_answer_from_the_new_flag():
+    from dpaudit.attacks.scores import get_score, is_fitted, score_fitted
+
+    with pytest.warns(DeprecationWarning, match="score_needs_calibration"):
+        assert is_fitted("gaussian") is True
+    with pytest.warns(DeprecationWarning, match="score_needs_calibration"):
+        assert score_fitted(get_score("projection")) is False

@@ -24,6 +24,7 @@ from dpaudit.mechanisms.accounting.shuffled_batches import CHUA, GAUSSIAN_EPOCHS
 from dpaudit.mechanisms.accounting.subsampling import amplify_by_subsampling
 from dpaudit.mechanisms.kinds import SHUFFLED
 from dpaudit.mechanisms.accounting.tight import PLD_CITATION, WOR_CITATION, pld_claim, wor_gaussian_rdp, wor_rdp_claim
+from dpaudit.mechanisms.losses import NONCONVEX_LOSSES
 
 MTZ = "Mironov, Talwar, Zhang 2019 (Poisson-subsampled Gaussian RDP), converted by CKS Prop. 12"
 NOTES = ("lecture notes: subsampling theorem (Balle et al. 2018) on the exact Gaussian step, "
@@ -97,6 +98,8 @@ def _build_sgd_claims(mech) -> list[Claim]:
     smooth = loss.smoothness == 0 or mech.eta <= 2 / loss.smoothness
     if mech.output == "iterates":
         claims.append(not_applicable("bounded-domain-rdp", BOUNDED, relation, ITERATES_RELEASED))
+    elif loss.name in NONCONVEX_LOSSES or loss.function is not None:
+        claims.append(not_applicable("bounded-domain-rdp", BOUNDED, relation, _not_convex(mech)))
     elif not math.isfinite(diameter):
         claims.append(not_applicable("bounded-domain-rdp", BOUNDED, relation, "K is unbounded (domain='whole')"))
     elif not smooth:
@@ -115,6 +118,14 @@ def _build_sgd_claims(mech) -> list[Claim]:
                                            steps=mech.steps, step_rdp=window_rdp, splits=24)
         claims.append(rdp_claim("bounded-domain-rdp", BOUNDED, relation, orders, rdp))
     return claims
+
+
+def _not_convex(mech) -> str:
+    """Why the amplification-by-iteration bound does not apply to a loss that is not (known to be) convex."""
+    if mech.loss_function.function is not None:
+        return f"loss={mech.loss!r} is a loss of your own, not known to be convex and smooth (steps may expand)"
+    return (f"the {mech.loss} loss is not convex: each step multiplies theta by 1 + eta beta > 1, so steps expand "
+            f"and the contraction the bound needs fails (docs/theory.md 10)")
 
 
 ITERATES_RELEASED = ("every iterate is released: this bound is for the last iterate alone (hidden intermediate "
