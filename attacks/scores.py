@@ -4,10 +4,12 @@ A score is an object of the :class:`Score` protocol: a ``name`` and
 ``fit(pair, calibration_a, calibration_b, seed) -> callable(outputs) -> scores``.
 Fitted scores see calibration trials only (the runner never passes the
 trials that certify the bound). Two optional members refine it:
-``fitted`` (False when ``fit`` ignores the calibration outputs, so
-calibration stores scores instead of outputs; default True) and
+``needs_calibration`` (a bool; False when ``fit`` ignores the calibration
+outputs, so calibration stores scores instead of outputs; default True) and
 ``applies(pair) -> reason or None`` (why the score cannot run on this pair;
-an audit's portfolio skips it; default: it applies).
+an audit's portfolio skips it; default: it applies). :func:`check_score`
+checks them where a score object enters (``dpaudit.audit``, configs through
+:func:`register_score`): a member of the wrong type is refused, never coerced.
 
 The built-ins are instances of :class:`BuiltinScore`; :func:`register_score`
 makes any other score reachable by name (configs, ``score="name"``), refusing
@@ -17,11 +19,12 @@ a name already taken. A score object can also be passed directly
 ========== ==========================================================
 projection ``<output, direction>`` of the canary (no fitting)
 gaussian   log-likelihood ratio of Gaussians fitted to each dataset
-logistic   logistic regression on standardised outputs (torch, LBFGS)
-mlp        a small two-layer network (torch, Adam)
+logistic   logistic regression on standardised outputs (``attacks.classifiers``: NumPy, L-BFGS-B)
+mlp        a small two-layer network (``attacks.classifiers``: torch, Adam)
 exact      the mechanism's own exact log-likelihood ratio, if it has one
 float-bits bit patterns of the released floats (``attacks.float_bits``)
 step-*     every released step read apart (``attacks.steps``: step-max, step-mixture)
+discrete   few-valued and mixed outputs: outcome counts or encoded classifier (``attacks.discrete``)
 ========== ==========================================================
 """
 
@@ -29,53 +32,33 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Protocol, runtime_checkable
 
 import numpy as np
-import torch
 
 from dpaudit.attacks.canaries import CanaryPair
+from dpaudit.attacks.classifiers import fit_logistic, fit_mlp
 from dpaudit.attacks.float_bits import fit_float_bits
+from dpaudit.attacks.score_protocol import (Score, ScoreFunction, check_score, score_applies, score_fitted,
+                                            score_needs_calibration)
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import suggestion
 
-__all__ = ["AUTO", "BuiltinScore", "SCORES", "Score", "ScoreFunction", "fit_score", "get_score", "is_fitted",
-           "register_score", "registered_scores", "resolve_scores", "score_applies", "score_fitted"]
+__all__ = ["AUTO", "BuiltinScore", "SCORES", "Score", "ScoreFunction", "check_score", "fit_classifier", "fit_score",
+           "get_score", "is_fitted", "register_score", "registered_scores", "resolve_scores", "score_applies",
+           "score_fitted", "score_needs_calibration"]
 
-ScoreFunction = Callable[[np.ndarray], np.ndarray]
 _MAX_FIT = 200_000  # calibration trials used to fit a learned score
-
-
-@runtime_checkable
-class Score(Protocol):
-    """A distinguishing score: ``fit`` on calibration outputs returns ``outputs -> one number per trial``."""
-
-    name: str
-
-    def fit(self, pair: CanaryPair, calibration_a: np.ndarray | None, calibration_b: np.ndarray | None,
-            seed: int) -> ScoreFunction:
-        """The fitted score (larger under ``S'``); ``calibration_*`` are outputs of calibration trials."""
-
-
-def score_fitted(score: Score) -> bool:
-    """Whether ``score`` is fitted on calibration outputs (a score that does not say is treated as fitted)."""
-    return bool(getattr(score, "fitted", True))
-
-
-def score_applies(score: Score, pair: CanaryPair) -> str | None:
-    """Why ``score`` cannot run on ``pair``, or None when it can (a score without ``applies`` always can)."""
-    check = getattr(score, "applies", None)
-    return None if check is None else check(pair)
 
 
 @dataclasses.dataclass(frozen=True)
 class BuiltinScore:
-    """A score of the package: a name, a summary, whether it is fitted, its fit and applicability rules."""
+    """A score of the package: a name, a summary, whether it reads calibration outputs, its fit and applicability."""
 
     name: str
     summary: str
-    fitted: bool
+    needs_calibration: bool
     _fit: Callable[[CanaryPair, np.ndarray | None, np.ndarray | None, int], ScoreFunction] = \
         dataclasses.field(repr=False)
     _applies: Callable[[CanaryPair], str | None] = dataclasses.field(default=lambda pair: None, repr=False)
@@ -91,7 +74,7 @@ class BuiltinScore:
         reason = self.applies(pair) if self.strict else None
         if reason:
             raise ParameterError(reason)
-        if self.fitted:
+        if self.needs_calibration:
             if calibration_a is None or calibration_b is None or len(calibration_a) < 2 or len(calibration_b) < 2:
                 raise ParameterError(f"score {self.name!r} is fitted and needs calibration trials on both datasets")
             calibration_a = np.asarray(calibration_a, dtype=float)[:_MAX_FIT]
@@ -110,7 +93,7 @@ def _exact(pair, cal_a, cal_b, seed):
     def exact(outputs: np.ndarray) -> np.ndarray:
         return mechanism.log_likelihood_ratio(np.asarray(outputs, dtype=float), pair.dataset_a, pair.dataset_b)
 
-    # scores drawn from the mechanism's known laws, to choose thresholds on (``audit.runner``; NotExact: none)
+    # scores drawn from the mechanism's known laws, to choose thresholds on (``audit.jobs.runner``; NotExact: none)
     exact.reference = lambda size, seed=0: mechanism.reference_scores(pair.dataset_a, pair.dataset_b, size, seed)
     return exact
 
@@ -155,9 +138,9 @@ _BUILTINS = (
     BuiltinScore("gaussian", "log-likelihood ratio of Gaussians fitted on calibration trials", True,
                  lambda pair, a, b, seed: _fit_gaussian(a, b)),
     BuiltinScore("logistic", "logistic regression fitted on calibration trials", True,
-                 lambda pair, a, b, seed: _fit_classifier(a, b, hidden=0, seed=seed)),
+                 lambda pair, a, b, seed: fit_logistic(a, b, seed=seed)),
     BuiltinScore("mlp", "small neural network fitted on calibration trials", True,
-                 lambda pair, a, b, seed: _fit_classifier(a, b, hidden=32, seed=seed)),
+                 lambda pair, a, b, seed: fit_mlp(a, b, hidden=32, seed=seed)),
     BuiltinScore("exact", "exact log-likelihood ratio supplied by the mechanism", False, _exact, _exact_applies),
     BuiltinScore("float-bits", "floating-point distinguisher: value windows crossed with significand bits", True,
                  lambda pair, a, b, seed: fit_float_bits(a, b), _float_bits_applies, strict=False),
@@ -169,7 +152,7 @@ _BUILTINS = (
 _REGISTRY: dict[str, Score] = {score.name: score for score in _BUILTINS}
 #: Modules of the package that define more scores (each calls :func:`register_score` once per score);
 #: imported on the registry's first use, so importing this module registers nothing elsewhere.
-SCORE_MODULES: tuple[str, ...] = ("dpaudit.attacks.steps",)
+SCORE_MODULES: tuple[str, ...] = ("dpaudit.attacks.steps", "dpaudit.attacks.discrete")
 _loaded = False
 
 
@@ -188,10 +171,9 @@ def register_score(score: Score) -> Score:
     Raises
     ------
     ParameterError
-        When ``score`` is not a :class:`Score` or its name is already registered.
+        When ``score`` is not a :class:`Score` (:func:`check_score`) or its name is already registered.
     """
-    if not isinstance(score, Score) or not isinstance(score.name, str) or not score.name:
-        raise ParameterError(f"a score needs a name and fit(pair, calibration_a, calibration_b, seed), got {score!r}")
+    check_score(score)
     if score.name in _REGISTRY and _REGISTRY[score.name] is not score:
         raise ParameterError(f"a score named {score.name!r} is already registered")
     _REGISTRY[score.name] = score
@@ -249,8 +231,8 @@ def resolve_scores(spec: str | Score | Sequence[str | Score]) -> tuple[Score, ..
     for item in items:
         if isinstance(item, str):
             scores.append(get_score(item))
-        elif isinstance(item, Score) and isinstance(item.name, str) and item.name:
-            scores.append(item)
+        elif isinstance(item, Score):
+            scores.append(check_score(item))
         else:
             raise ParameterError(f"score must be a name, an object with name and fit(), or a list of them, "
                                  f"got score={item!r}")
@@ -261,8 +243,9 @@ def resolve_scores(spec: str | Score | Sequence[str | Score]) -> tuple[Score, ..
 
 
 def is_fitted(name: str | Score) -> bool:
-    """True when the score is fitted on calibration outputs (so calibration keeps raw outputs)."""
-    return score_fitted(get_score(name) if isinstance(name, str) else name)
+    """Deprecated name of :func:`score_needs_calibration`."""
+    warnings.warn("is_fitted is now score_needs_calibration", DeprecationWarning, stacklevel=2)
+    return score_needs_calibration(get_score(name) if isinstance(name, str) else name)
 
 
 def fit_score(name: str | Score, pair: CanaryPair, calibration_a: np.ndarray | None = None,
@@ -281,6 +264,16 @@ def fit_score(name: str | Score, pair: CanaryPair, calibration_a: np.ndarray | N
     """
     score = get_score(name) if isinstance(name, str) else name
     return score.fit(pair, calibration_a, calibration_b, seed)
+
+
+def fit_classifier(cal_a: np.ndarray, cal_b: np.ndarray, *, hidden: int, seed: int) -> ScoreFunction:
+    """Logistic regression (``hidden=0``) or a one-hidden-layer network fitted on calibration outputs.
+
+    See :func:`dpaudit.attacks.classifiers.fit_logistic` and :func:`~dpaudit.attacks.classifiers.fit_mlp`.
+    """
+    if hidden:
+        return fit_mlp(cal_a, cal_b, hidden=hidden, seed=seed)
+    return fit_logistic(cal_a, cal_b, seed=seed)
 
 
 def _fit_gaussian(cal_a: np.ndarray, cal_b: np.ndarray) -> ScoreFunction:
@@ -306,56 +299,3 @@ def _fit_gaussian(cal_a: np.ndarray, cal_b: np.ndarray) -> ScoreFunction:
     return score
 
 
-def _fit_classifier(cal_a: np.ndarray, cal_b: np.ndarray, *, hidden: int, seed: int) -> ScoreFunction:
-    """Logistic regression (``hidden=0``) or a one-hidden-layer network; returns the logit.
-
-    Trained on one torch thread (restored after): these small full-batch problems run about ten times
-    faster than with threads competing for the cores of a busy machine.
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _train_classifier(cal_a, cal_b, hidden=hidden, seed=seed)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _train_classifier(cal_a: np.ndarray, cal_b: np.ndarray, *, hidden: int, seed: int) -> ScoreFunction:
-    x = np.concatenate([cal_a, cal_b])
-    mean, std = x.mean(axis=0), x.std(axis=0) + 1e-12
-    features = torch.from_numpy((x - mean) / std)
-    labels = torch.cat([torch.zeros(len(cal_a)), torch.ones(len(cal_b))]).to(torch.float64)
-    generator = torch.Generator().manual_seed(seed)
-    dim = features.shape[1]
-    if hidden:
-        model = torch.nn.Sequential(torch.nn.Linear(dim, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
-    else:
-        model = torch.nn.Linear(dim, 1)
-    model = model.to(torch.float64)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.copy_(torch.randn(parameter.shape, generator=generator, dtype=torch.float64) * 0.1)
-    loss_fn = torch.nn.BCEWithLogitsLoss()
-    if hidden:
-        optimiser = torch.optim.Adam(model.parameters(), lr=1e-2)
-        for _ in range(300):
-            optimiser.zero_grad()
-            loss = loss_fn(model(features).squeeze(-1), labels)
-            loss.backward()
-            optimiser.step()
-    else:
-        optimiser = torch.optim.LBFGS(model.parameters(), max_iter=200, line_search_fn="strong_wolfe")
-
-        def closure():
-            optimiser.zero_grad()
-            loss = loss_fn(model(features).squeeze(-1), labels)
-            loss.backward()
-            return loss
-        optimiser.step(closure)
-    model.eval()
-
-    def score(outputs: np.ndarray) -> np.ndarray:
-        inputs = torch.from_numpy((np.asarray(outputs, dtype=float) - mean) / std)
-        with torch.no_grad():
-            return model(inputs).squeeze(-1).numpy().astype(float)
-    return score

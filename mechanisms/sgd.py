@@ -27,7 +27,7 @@ from dpaudit.mechanisms import noise
 from dpaudit.mechanisms.base import param, register
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.errors import NotExact, ParameterError
-from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
+from dpaudit.mechanisms.iterative import ITERATIVE_CANARIES, IterativeMechanism, injected_rows
 from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
 from dpaudit.mechanisms.validation import check_choice, check_int, check_real
 
@@ -54,9 +54,10 @@ class PNSGD(IterativeMechanism):
     scale: float | None = param(None, "scale of Laplace gradient noise Z (noise='laplace')")
     noise: str = param("gaussian", "'gaussian' or 'laplace' (coordinate-wise)")
     variant: str = param("plain", "'plain', 'skip' (random start) or 'stop' (random stop)")
-    loss: str = param("linear", "'linear', 'logistic', 'quadratic' or 'huber'")
+    loss: str = param("linear", "'linear', 'logistic', 'quadratic', 'huber', 'concave' (not convex: steps "
+                                "expand) or 'FILE.py:NAME' (a loss of your own)")
     lipschitz: float = param(1.0, "L: records are clipped so the loss is L-Lipschitz")
-    smoothness: float | None = param(None, "beta of the quadratic loss (default 1)")
+    smoothness: float | None = param(None, "beta of the quadratic or concave loss (default 1)")
 
     def validate(self) -> None:
         super().validate()
@@ -70,6 +71,11 @@ class PNSGD(IterativeMechanism):
         """The loss with its constants ``L``, ``beta``, ``lambda`` on ``K``."""
         return make_loss(self.loss, dim=self.dim, lipschitz=self.lipschitz,
                          domain=self.domain_set, smoothness=self.smoothness)
+
+    @property
+    def canary_kinds(self) -> tuple[str, ...]:
+        """Gradient canaries only for a user's loss (its extreme records are unknown)."""
+        return ("gradient",) if self.user_loss is not None else ITERATIVE_CANARIES
 
     @property
     def steps(self) -> int:
@@ -140,14 +146,19 @@ class PNSGD(IterativeMechanism):
         return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
 
     def exact_output_laws(self, data_a: Dataset, data_b: Dataset):
-        """Exact laws of a multi-dimensional whole-space linear-loss run (``accounting.training_laws``);
-        one-dimensional runs are propagated from :meth:`exact_steps` (``None``)."""
+        """Exact laws of a multi-dimensional whole-space linear-loss run (``accounting.training_laws``) or of a
+        whole-space concave-loss run (``accounting.scheduled``); other one-dimensional runs are propagated from
+        :meth:`exact_steps` (``None``)."""
+        from dpaudit.mechanisms.accounting.scheduled import expanding_pnsgd_laws
         from dpaudit.mechanisms.accounting.training_laws import pnsgd_laws
 
-        if self.dim == 1:
+        concave = self.loss_function.name == "concave"
+        if self.dim == 1 and not concave:
             return None
         if type(self).exact_steps is not PNSGD.exact_steps or type(self)._sample is not PNSGD._sample:
             raise NotExact(f"{type(self).__name__} samples in its own way; the exact laws describe pnsgd")
+        if concave:  # expanding steps: Gaussian in any dimension (docs/theory.md 10.4)
+            return expanding_pnsgd_laws(self, data_a, data_b)
         try:
             return pnsgd_laws(self, data_a, data_b)
         except NotExact as reason:

@@ -7,7 +7,9 @@ a bound). The ceiling (docs/theory.md 3.4) is what a threshold audit with
 ``N`` certification trials per dataset can certify at best; it grows with
 ``N`` towards the exact value. The command prints the ceiling at the
 configured trials and the smallest trial count (calibration included) whose
-ceiling reaches the target, found by doubling and bisection to 1%.
+ceiling reaches the target, found by doubling and bisection to 1%. Beside
+each ceiling it prints its band: where 95% of ideal threshold audits land
+(``audit.statistics.ceiling.statistical_ceiling_band``).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import argparse
 import math
 from typing import Any
 
-from dpaudit.cli import emit_json
+from dpaudit.commands.common import emit_json
 from dpaudit.mechanisms.errors import NotExact, ParameterError
+from dpaudit.reports.text import BAND_WORDS, CEILING_WORDS
 
 __all__ = ["plan_pair", "trials_for_target"]
 
@@ -40,7 +43,7 @@ def _laws(pair) -> tuple[Any, str]:
 
 def trials_for_target(law: tuple, goal: float, *, delta: float, confidence: float) -> int | None:
     """The smallest certification trials per dataset (to 1%) whose ceiling reaches ``goal`` (``None``: beyond 1e12)."""
-    from dpaudit.audit.ceiling import exact_ceiling
+    from dpaudit.audit.statistics.ceiling import exact_ceiling
 
     def reaches(trials: int) -> bool:
         return exact_ceiling(*law, trials=trials, delta=delta, confidence=confidence) >= goal
@@ -62,7 +65,7 @@ def trials_for_target(law: tuple, goal: float, *, delta: float, confidence: floa
 
 def _total(certification: int, fraction: float) -> int:
     """Trials per dataset (``[audit] trials``) that leave ``certification`` after calibration."""
-    from dpaudit.audit.runner import calibration_trials
+    from dpaudit.audit.jobs.runner import calibration_trials
 
     total = max(int(math.ceil(certification / (1 - fraction))), 2)
     while total - calibration_trials(total, fraction) < certification:
@@ -73,20 +76,20 @@ def _total(certification: int, fraction: float) -> int:
 def plan_pair(pair, *, target: float, delta: float, confidence: float, trials: int,
               fraction: float) -> dict[str, Any]:
     """The plan of one canary position: exact (or surrogate) value, ceiling now, trials for the target."""
-    from dpaudit.audit.ceiling import exact_ceiling
-    from dpaudit.audit.runner import calibration_trials
+    from dpaudit.audit.statistics.ceiling import exact_ceiling_band
+    from dpaudit.audit.jobs.runner import calibration_trials
     from dpaudit.mechanisms.accounting.instances import likelihood_ratio_law
 
     laws, kind = _laws(pair)
     value = laws.epsilon(delta) if hasattr(laws, "epsilon") else _exact_epsilon(pair, delta, laws)
     law = likelihood_ratio_law(laws)
     certification = trials - calibration_trials(trials, fraction)
-    now = exact_ceiling(*law, trials=certification, delta=delta, confidence=confidence)
+    now = exact_ceiling_band(*law, trials=certification, delta=delta, confidence=confidence)
     needed = None
     if math.isfinite(value) and value > 0:
         needed = trials_for_target(law, target * value, delta=delta, confidence=confidence)
     return {"index": pair.index, "value_kind": kind, "value": value if math.isfinite(value) else None,
-            "ceiling": now, "trials": trials, "target": target,
+            "ceiling": now.ceiling, "ceiling_band": list(now.band), "trials": trials, "target": target,
             "trials_for_target": _total(needed, fraction) if needed else None}
 
 
@@ -97,7 +100,7 @@ def _exact_epsilon(pair, delta: float, laws) -> float:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dpaudit.audit.config import load_configs
+    from dpaudit.audit.jobs.config import load_configs
 
     if not 0 < args.target < 1:
         raise ParameterError(f"target must be a fraction in (0, 1), got target={args.target}")
@@ -134,9 +137,13 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"  {where}{label}: none finite at this delta")
                 continue
             needed = row["trials_for_target"]
+            low, high = row["ceiling_band"]
             print(f"  {where}{label} {row['value']:.4f}; ceiling {row['ceiling']:.4f} at trials={row['trials']} "
-                  f"({row['ceiling'] / row['value']:.3f} of it); a ceiling of {row['target']:g} x {row['value']:.4f} "
+                  f"({row['ceiling'] / row['value']:.3f} of it; 95% of ideal audits certify {low:.4f} to "
+                  f"{high:.4f}); a ceiling of {row['target']:g} x {row['value']:.4f} "
                   + (f"needs trials={needed} per dataset" if needed else f"needs more than {MAX_TRIALS:.0e} trials"))
+    if any(row.get("ceiling_band") for document in documents for row in document["positions"]):
+        print(f"Statistical ceiling: {CEILING_WORDS}\nCeiling band: {BAND_WORDS}")
     return 0
 
 

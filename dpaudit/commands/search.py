@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from dpaudit.cli import EXIT_OK, EXIT_VIOLATION, UsageError, count, emit_json
+from dpaudit.commands.common import EXIT_OK, EXIT_VIOLATION, UsageError, count, emit_json
 
 
 def load_function(spec: str) -> Any:
@@ -31,7 +31,7 @@ def load_function(spec: str) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dpaudit.audit.search import search
+    from dpaudit.audit.checks.search import search
     from dpaudit.mechanisms.wrapped import from_batched_callable, from_callable
 
     low, high = args.domain

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dpaudit.cli import count, emit_json
+from dpaudit.commands.common import count, emit_json
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dpaudit.audit.zoo import REAL_WORLD, VARIANTS, run_zoo
+    from dpaudit.audit.checks.zoo import REAL_WORLD, VARIANTS, run_zoo
 
     chosen = [v for v in [*VARIANTS, *REAL_WORLD] if not args.only or any(name in v.name for name in args.only)]
     results = run_zoo(trials=args.trials, seed=args.seed, variants=chosen)

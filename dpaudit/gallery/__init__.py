@@ -2,7 +2,7 @@
 
 ``dpaudit gallery --out DIR`` runs the configs shipped in this package (one
 folder per section: ``per_index``, ``stopped``, ``lssgd``, ``baselines``, ``hidden_state``,
-``ladder``), renders each audit's report, adds theory figures (Asoodeh et al. Fig. 2
+``ladder``, ``schedules``), renders each audit's report, adds theory figures (Asoodeh et al. Fig. 2
 comparison; DP-LSSGD's claim against the accountant at the paper's MNIST
 settings), the section "real libraries" (:mod:`dpaudit.gallery.libraries`: DP libraries through their
 adapters, those installed) and writes ``index.html``. ``--trials`` makes a reduced gallery
@@ -17,13 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from dpaudit import mechanisms
-from dpaudit.audit.config import load_configs
-from dpaudit.audit.runner import RunOptions, run_audits
+from dpaudit.audit.jobs.config import load_configs
+from dpaudit.audit.jobs.runner import RunOptions, run_audits
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.accounting.lssgd import lssgd_claim_noise
 from dpaudit.reports import plots
 from dpaudit.reports.render import as_document, write_all, write_text_atomic
-from dpaudit.reports.text import verdict_sentence
+from dpaudit.reports.html import summary_figure
+from dpaudit.reports.text import BAND_WORDS, CEILING_WORDS, notable_sentences, verdict_sentence
 
 __all__ = ["SECTIONS", "Section", "build", "section_configs"]
 
@@ -62,6 +63,11 @@ SECTIONS = (
             "loops do, usually reported with the Poisson accountant's 0.718), every iterate with Poisson "
             "batches (where that accountant is exact), the last iterate only, and the hidden state of "
             "projected noisy SGD with the same noise per step (docs/theory.md 6)."),
+    Section("schedules", "(g) When does the hidden state hide anything?",
+            "A crafted gradient inserted every k = 1, 5, 25 steps of DP-SGD (n = 100, batches of 100, 250 steps, "
+            "noise multiplier 15.81, linear loss; Cebere et al. 2025), then one gradient at step 1 with a linear "
+            "and with a concave loss (Annamalai 2024), and the same on PNSGD: certified, exact and the claims "
+            "side by side (docs/theory.md 10)."),
 )
 
 
@@ -98,7 +104,7 @@ def lssgd_svg(delta: float = 1e-5) -> str:
     """The paper's MNIST settings: claimed epsilon against the accountants for the same noise."""
     steps, n, batch = 50 * 469, 60_000, 128
     targets = [0.1, 0.15, 0.2, 0.25, 0.3]
-    rows = {"lssgd-paper-thm1": [], "sgm-rdp": [], "wor-rdp": []}
+    rows = {"lssgd-paper-thm1": [], "sgm-rdp": [], "wor-rdp-thm27": []}
     for eps in targets:
         nu = lssgd_claim_noise(epsilon=eps, delta=delta, steps=steps, n=n, lipschitz=1.0)
         for sampling in ("poisson", "without-replacement"):
@@ -109,7 +115,7 @@ def lssgd_svg(delta: float = 1e-5) -> str:
                     rows[entry.name].append(entry.epsilon)
     figure, axes = plots.new_figure(figsize=(6.4, 3.6))
     labels = {"lssgd-paper-thm1": "paper's Thm 1 (claimed)", "sgm-rdp": "Poisson accountant (MTZ, add/remove)",
-              "wor-rdp": "without replacement (WBK Thm 9, replace-one)"}
+              "wor-rdp-thm27": "without replacement (WBK Thm 27, replace-one)"}
     for name, values in rows.items():
         axes.plot(targets, values, marker="o", label=labels[name])
     axes.set_xlabel("target epsilon of the paper (MNIST: n=60000, b=128, 50 epochs)")
@@ -132,8 +138,9 @@ def build(out: Path, *, trials: int | None, workers: int | None, store: str, pro
     for number, result in zip(owners, results):
         write_all(result, out)
         document = as_document(result)
-        audits[number].append((result.title, verdict_sentence(document), result.audit_id,
-                               plots.epsilon_by_index(document)))
+        caption, svg = summary_figure(document)
+        audits[number].append((result.title, " ".join([verdict_sentence(document), *notable_sentences(document)]),
+                               result.audit_id, svg, caption))
     from dpaudit.gallery import libraries
 
     library_results, missing = libraries.library_audits(
@@ -146,15 +153,19 @@ def build(out: Path, *, trials: int | None, workers: int | None, store: str, pro
 
     from dpaudit.gallery.ladder import ladder_table
 
+    from dpaudit.gallery.schedules_table import schedules_table
+
     ladder = [result for number, result in zip(owners, results) if SECTIONS[number].folder == "ladder"]
+    scheduled = [result for number, result in zip(owners, results) if SECTIONS[number].folder == "schedules"]
     figures = {"stopped": stopped_comparison_svg(), "lssgd": lssgd_svg(), "hidden_state": hidden_state_svg(),
-               "ladder": ladder_table(ladder)}
+               "ladder": ladder_table(ladder), "schedules": schedules_table(scheduled)}
     from jinja2 import Environment, select_autoescape
 
     env = Environment(autoescape=select_autoescape(default=True))
     page = env.from_string(_INDEX).render(
         sections=[(section, audits[number], figures.get(section.folder)) for number, section in enumerate(SECTIONS)],
-        libraries=(libraries.HEADING, libraries.TEXT, library_rows, missing))
+        libraries=(libraries.HEADING, libraries.TEXT, library_rows, missing),
+        ceiling_words=CEILING_WORDS, band_words=BAND_WORDS)
     index = out / "index.html"
     write_text_atomic(index, page)
     return index
@@ -164,11 +175,12 @@ _INDEX = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>dp
 <style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 .small{color:#666;font-size:.9em}</style></head><body>
 <h1>dpaudit gallery: audits next to the theory</h1>
+<p class="small" id="ceiling-words"><b>Statistical ceiling</b>: {{ ceiling_words }} <b>Ceiling band</b>: {{ band_words }}</p>
 {% for section, audits, figure in sections %}
 <section class="gallery-section" id="{{ section.folder }}">
 <h2>{{ section.heading }}</h2><p class="small">{{ section.text }}</p>
-{% for title, sentence, audit_id, svg in audits %}
-<div class="audit"><h3>{{ title }}</h3><p>{{ sentence }} <a href="{{ audit_id }}.html">full report</a></p>{{ svg | safe }}</div>
+{% for title, sentence, audit_id, svg, caption in audits %}
+<div class="audit"><h3>{{ title }}</h3><p>{{ sentence }} <a href="{{ audit_id }}.html">full report</a></p>{{ svg | safe }}{% if caption %}<p class="small">{{ caption }}</p>{% endif %}</div>
 {% endfor %}
 {% if section.folder == "stopped" %}
 <p class="small">Theory: n = 100, L = 1, beta = 1 (Huber loss), K = [0, 1]. Solid: E_gamma contraction (Thm 5,
@@ -183,7 +195,8 @@ multiplier 1, Poisson batches, canary against nothing); DP-LSSGD's last iterate 
 the same exact values. Right: PNSGD on the whole space (n = 20, sigma = 2, linear loss), where every step's noise
 reaches the output, so the exact value does not depend on the index while the per-index bound of amplification by
 iteration grows toward the last index. From a claim down to the exact value: the slack of the theorem; from the exact
-value down to a ceiling: the slack any threshold audit with that many trials must leave.</p>
+value down to a ceiling: the slack any threshold audit with that many trials must leave (shaded: the ceiling's band,
+where 95% of ideal threshold audits land).</p>
 {% endif %}
 {{ figure | safe if figure else "" }}
 </section>
