@@ -87,11 +87,16 @@ def _weights(nodes: np.ndarray) -> np.ndarray:
     return w
 
 
-def _correlate(weights: np.ndarray, kernel_row: np.ndarray, size: int) -> np.ndarray:
-    """``sum_i weights_i * kernel(y_i - x_j)`` for every ``j``, with ``kernel_row`` on lags ``-(size-1)..size-1``."""
+def _fftconvolve(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """The full linear convolution by FFT: the engine's one FFT path (docs/theory.md 5.2)."""
     from scipy.signal import fftconvolve  # on first use: importing scipy.signal takes about 0.6 s
 
-    return fftconvolve(weights[::-1], kernel_row)[size - 1: 2 * size - 1][::-1]
+    return fftconvolve(first, second)
+
+
+def _correlate(weights: np.ndarray, kernel_row: np.ndarray, size: int) -> np.ndarray:
+    """``sum_i weights_i * kernel(y_i - x_j)`` for every ``j``, with ``kernel_row`` on lags ``-(size-1)..size-1``."""
+    return _fftconvolve(weights[::-1], kernel_row)[size - 1: 2 * size - 1][::-1]
 
 
 def _on_grid(masses: np.ndarray, positions: np.ndarray, nodes: np.ndarray) -> np.ndarray:
@@ -136,9 +141,7 @@ def _smooth(masses: np.ndarray, shift: float, nodes: np.ndarray, noise: str, spr
     kernel = _pdf(noise, lags - shift, spread)
     columns = _correlate(_weights(nodes), kernel, size)  # trapezoid mass of each node's kernel
     scale = np.divide(inside, columns, out=np.zeros_like(inside), where=columns > 0)
-    from scipy.signal import fftconvolve
-
-    density = fftconvolve(masses * scale, kernel)[size - 1: 2 * size - 1]
+    density = _fftconvolve(masses * scale, kernel)[size - 1: 2 * size - 1]
     return density, float(masses @ below), float(masses @ above)
 
 
