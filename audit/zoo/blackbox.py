@@ -170,13 +170,13 @@ def rappor(answers: np.ndarray, rng: np.random.Generator, trials: int, *, hashes
     return (rng.random((trials, size)) < np.where(permanent, q, p)).astype(np.float64)
 
 
-def rappor_epsilon(*, hashes: int, f: float, p: float | None = None, q: float | None = None) -> float:
+def rappor_epsilon(*, hashes: int, f: float, p: float | None = None, q: float | None = None, size: int = 0) -> float:
     """RAPPOR's guarantee for one report (Erlingsson et al. 2014, section 4).
 
     ``h log(q*(1 - p*) / (p*(1 - q*)))`` with ``q* = f(p + q)/2 + (1 - f) q``,
     ``p* = f(p + q)/2 + (1 - f) p`` (each of the at most ``2h`` bits where two
     values' filters differ contributes half a logarithm); one-time RAPPOR
-    (``p``, ``q`` not given): ``2h log((1 - f/2) / (f/2))``.
+    (``p``, ``q`` not given): ``2h log((1 - f/2) / (f/2))``. The filter ``size`` does not enter.
     """
     if p is None or q is None:
         return 2 * hashes * math.log((1 - f / 2) / (f / 2))
