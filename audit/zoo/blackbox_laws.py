@@ -53,19 +53,18 @@ class OutputLaw:
     sup_epsilon: float | None = None
 
     def __post_init__(self) -> None:
-        a, b = np.asarray(self.mass_a, dtype=float), np.asarray(self.mass_b, dtype=float)
-        keep = (a > 0) | (b > 0)
-        object.__setattr__(self, "mass_a", np.clip(a[keep], 0.0, None))
-        object.__setattr__(self, "mass_b", np.clip(b[keep], 0.0, None))
+        object.__setattr__(self, "mass_a", np.clip(np.asarray(self.mass_a, dtype=float), 0.0, None))
+        object.__setattr__(self, "mass_b", np.clip(np.asarray(self.mass_b, dtype=float), 0.0, None))
 
     @property
     def outcomes(self) -> int:
         return int(self.mass_a.size)
 
     def log_ratio(self) -> np.ndarray:
-        """``log(mass_b / mass_a)`` per outcome (+-inf where one side is 0)."""
-        with np.errstate(divide="ignore"):
-            return np.log(self.mass_b) - np.log(self.mass_a)
+        """``log(mass_b / mass_a)`` per outcome (+-inf where one side is 0; 0 for an impossible outcome)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.log(self.mass_b) - np.log(self.mass_a)
+        return np.where((self.mass_a > 0) | (self.mass_b > 0), ratio, 0.0)
 
     @property
     def true_epsilon(self) -> float:
