@@ -43,8 +43,10 @@ from dpaudit.mechanisms.kinds import Relation
 __all__ = ["RELATIONS", "VectorCandidate", "pattern_pairs", "screen_vector_pairs", "screen_epsilon"]
 
 RELATIONS = ("component-wise", "one-answer")
-#: Scores fitted on each candidate's screening trials ("histogram" is the screen's own, see below).
-SCREEN_SCORES = ("projection", "gaussian", "histogram")
+#: Scores fitted on each candidate's screening trials ("difference" and "histogram" are the screen's own:
+#: the projection on the difference of the two sides' mean outputs, and the smoothed log-ratio of each
+#: output row's counts).
+SCREEN_SCORES = ("projection", "gaussian", "difference", "histogram")
 HISTOGRAM_MAX_OUTCOMES = 4096  # more distinct output rows than this: no histogram screen
 
 
@@ -136,7 +138,10 @@ def _strength(mechanism: Mechanism, candidate: VectorCandidate, scores: Sequence
                       "dataset-pair")
     best, chosen = -1.0, scores[0]
     for name in scores:
-        if name == "histogram":
+        if name == "difference":  # a linear discriminant: the direction in which the means move
+            direction = out_b[:half].mean(axis=0) - out_a[:half].mean(axis=0)
+            held_out = (out_a[half:] @ direction, out_b[half:] @ direction)
+        elif name == "histogram":
             held_out = _histogram_scores(out_a[:half], out_b[:half], out_a[half:], out_b[half:])
             if held_out is None:
                 continue
