@@ -35,7 +35,8 @@ import numpy as np
 from dpaudit.audit.ceiling import statistical_ceiling
 from dpaudit.audit.zoo.blackbox import bloom_positions, geometric_cdf
 
-__all__ = ["OutputLaw", "noisy_max_index_law", "noisy_max_value_law", "svt_law", "laplace_shift_law",
+__all__ = ["OutputLaw", "noisy_max_index_law", "noisy_max_value_law", "svt_law", "svt_values_law",
+           "laplace_shift_law",
            "geometric_law", "rappor_law", "product_law"]
 
 
@@ -117,6 +118,13 @@ def _log_cdf(noise: str, x: np.ndarray, scale: float) -> np.ndarray:
             return np.where(x < 0, math.log(0.5) + np.minimum(x, 0) / scale,
                             np.log1p(-0.5 * np.exp(-np.maximum(x, 0) / scale)))
         return np.where(x <= 0, -np.inf, np.log(-np.expm1(-np.maximum(x, 1e-300) / scale)))
+
+
+def _laplace_between(low: np.ndarray, high: np.ndarray, scale: float) -> np.ndarray:
+    """``P(low < X <= high)`` for ``X ~ Lap(0, scale)``, from the survival function above 0 (no cancellation)."""
+    upper = low >= 0
+    survival = 0.5 * (np.exp(-np.maximum(low, 0) / scale) - np.exp(-np.maximum(high, 0) / scale))
+    return np.where(upper, survival, _cdf("laplace", high, scale) - _cdf("laplace", low, scale))
 
 
 def _cells(low: float, high: float, step: float) -> np.ndarray:
@@ -215,6 +223,36 @@ def svt_law(answers_a: np.ndarray, answers_b: np.ndarray, *, variant: int, epsil
         log_prob = above @ log_p.T + below @ log_q.T  # (outcomes, cells)
         masses.append(np.exp(log_prob) @ rho_mass)
     return OutputLaw(masses[0], masses[1], f"enumerated, integrated over rho (cells of {step:g})")
+
+
+def svt_values_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon: float, threshold: float,
+                   step: float = 1.0, width: float = 4.0) -> OutputLaw:
+    """SVT3 with cutoff 1 (Lyu, Su, Li 2017, Alg. 3): the first query above and its noisy answer, or none.
+
+    ``P(k, v in cell) = int prod_{j<k} (1 - p_j(r)) P(q_k + nu_k in cell, >= r + t) dF_rho(r)`` with
+    ``rho ~ Lap(2/eps)``, ``nu ~ Lap(2/eps)``; cells of ``width`` in ``v`` and ``step`` in ``r``.
+    """
+    rho_scale = query_scale = 2.0 / epsilon
+    edges = _cells(-40 * rho_scale - 10, 40 * rho_scale + 10, step)
+    rho_mass = np.diff(_cdf("laplace", edges, rho_scale))
+    rho_mass[0] += _cdf("laplace", edges[:1], rho_scale)[0]
+    rho_mass[-1] += 1 - _cdf("laplace", edges[-1:], rho_scale)[0]
+    r = 0.5 * (edges[1:] + edges[:-1])
+    value_edges = _cells(-40 * query_scale - 10, 40 * query_scale + 10, width)
+    value_edges = np.concatenate([[-np.inf], value_edges, [np.inf]])
+    masses = []
+    for answers in (answers_a, answers_b):
+        below_so_far = np.ones_like(r)
+        parts = []
+        for q in answers:  # a loop over the queries: the first above is query k
+            low = np.maximum(value_edges[:-1, None], r[None, :] + threshold)  # (value cells, r cells)
+            high = np.maximum(value_edges[1:, None], low)
+            in_cell = _laplace_between(low - q, high - q, query_scale)
+            parts.append(in_cell @ (below_so_far * rho_mass))
+            below_so_far = below_so_far * _cdf("laplace", r + threshold - q, query_scale)
+        parts.append(np.array([below_so_far @ rho_mass]))  # no query above
+        masses.append(np.concatenate(parts))
+    return OutputLaw(masses[0], masses[1], f"integrated (cells of {width:g} in the value, {step:g} in rho)")
 
 
 # -- sums of independent Laplace shifts -----------------------------------------------------------------

@@ -91,6 +91,23 @@ def test_svt_epsilons_are_the_published_ones():
     assert math.isinf(svt5.true_epsilon)
 
 
+def test_svt3_sampler_matches_its_law():
+    first, second = np.ones(6), np.r_[[2.0] * 3, [0.0] * 3]
+    law = laws.svt_values_law(first, second, epsilon=0.1, threshold=1.0)
+    cells = (law.mass_a.size - 1) // 6
+    for answers, mass, seed in ((first, law.mass_a, 12), (second, law.mass_b, 13)):
+        out = bb.svt_with_values(answers, np.random.default_rng(seed), N, epsilon=0.1, cutoff=1, threshold=1.0)
+        above = (out != bb.BELOW) & (out != bb.VALUE_ABORTED)
+        first_above = np.where(above.any(axis=1), above.argmax(axis=1), 6)
+        by_query = np.r_[mass[:-1].reshape(6, cells).sum(axis=1), mass[-1]]
+        _assert_matches(np.bincount(first_above, minlength=7), by_query)
+        # the released value of the first query: P(query 0 above and its value <= 4), 4 a cell edge
+        edges = laws._cells(-40 * 20.0 - 10, 40 * 20.0 + 10, 4.0)
+        below_four = mass[: np.searchsorted(edges, 4.0) + 1].sum()  # cells (-inf, e_0], (e_0, e_1], ...
+        _assert_matches(np.array([np.sum(above[:, 0] & (out[:, 0] <= 4.0))]), np.array([below_four]), total=False)
+    assert law.true_epsilon > 0.15  # far above the claim 0.1, on six queries already
+
+
 def _shift_index(x: np.ndarray, answers: np.ndarray, shifts: np.ndarray, resolution: int) -> np.ndarray:
     """Each trial's cell of the summed log-ratio statistic in ``laplace_shift_law``'s convolution."""
     index = np.zeros(len(x), dtype=int)
