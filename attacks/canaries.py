@@ -17,6 +17,11 @@ Kinds (docs/theory.md section 4):
     a gradient canary on a bounded domain with the start point on the
     boundary of ``K`` (``init="boundary"``).
 
+A gradient canary may instead be *scheduled* (``every = k`` or ``steps =
+[...]``, dp-sgd and dp-lssgd): its gradient ``L u_t`` joins the batch sum
+at the chosen steps whatever the sampling of the other records, with one
+direction for all steps or one per step (``directions``); docs/theory.md 10.
+
 Scores are oriented so that they are larger under ``S'``: ``direction`` is a
 vector in output space with ``E[<out, direction>]`` larger under ``S'``.
 Indices are 1-based.
@@ -125,6 +130,13 @@ class CanarySpec:
         before any trial is drawn.
     seed : int
         Seed of the random background.
+    every : int, optional
+        Schedule the canary's gradient at steps ``k, 2k, ...`` (``k >= 1``).
+    steps : list of int, optional
+        Schedule it at these 1-based steps instead.
+    directions : list of lists of float, optional
+        One direction per scheduled step (normalised each); default
+        ``direction`` at every step.
     """
 
     kind: str | None = None
@@ -133,6 +145,9 @@ class CanarySpec:
     pair: str | None = None
     direction: tuple[float, ...] | None = None
     seed: int = 0
+    every: int | None = None
+    steps: tuple[int, ...] | None = None
+    directions: tuple[tuple[float, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.kind is not None:
@@ -146,6 +161,14 @@ class CanarySpec:
             if values.ndim != 1 or not np.all(np.isfinite(values)) or not np.linalg.norm(values) > 0:
                 raise ParameterError(f"canary direction must be a non-zero list of numbers, got {self.direction!r}")
             object.__setattr__(self, "direction", tuple(values.tolist()))
+        from dpaudit.attacks.schedules import check_schedule_fields
+
+        check_schedule_fields(self)
+
+    @property
+    def scheduled(self) -> bool:
+        """True when the canary's gradient is inserted at chosen steps (``every`` or ``steps``)."""
+        return self.every is not None or self.steps is not None
 
     # -- positions ---------------------------------------------------------
     def indices(self, mechanism: Mechanism) -> list[int | None]:
@@ -158,6 +181,12 @@ class CanarySpec:
             index out of ``1..n``, or an index listed twice.
         """
         n = mechanism.n_records
+        if self.scheduled:
+            if self.index is not None:
+                raise ParameterError(f"canary index does not apply to a scheduled canary (its gradient joins the "
+                                     f"batch sum at its steps, not at a record position), got "
+                                     f"index={_short(self.index)}; remove it")
+            return [None]
         if n is None or not mechanism.has_positions:
             if self.index is not None:
                 raise ParameterError(f"canary index applies to mechanisms whose records have positions; "
@@ -210,6 +239,10 @@ class CanarySpec:
                 f"n={mechanism.n_records}; use pair='zero' or 'opposite'")
         if kind == "boundary":
             mechanism = mechanism.with_boundary_start()
+        if self.scheduled:
+            from dpaudit.attacks.schedules import scheduled_pair
+
+            return CanaryPair(*scheduled_pair(self, mechanism, kind, index))
         background = self._background(mechanism)
         position = 1 if index is None else index
         if self.direction == "least-varying":
@@ -242,8 +275,9 @@ class CanarySpec:
         return Dataset(_load_background(Path(self.background), self.background, shape, mechanism.n_records))
 
     def pair_for(self, mechanism: Mechanism) -> str:
-        """The pair asked for, or the mechanism's default (``opposite`` unless it says otherwise)."""
-        return self.pair or mechanism.default_pair
+        """The pair asked for, or the mechanism's default (``opposite`` unless it says otherwise; ``zero`` for
+        a scheduled canary: its gradient present at its steps or absent)."""
+        return self.pair or ("zero" if self.scheduled else mechanism.default_pair)
 
     def _relation(self, mechanism: Mechanism) -> Relation:
         relation = mechanism.pair_relation(self.pair_for(mechanism))  # e.g. shuffled batches: zero-out only

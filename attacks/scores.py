@@ -4,10 +4,12 @@ A score is an object of the :class:`Score` protocol: a ``name`` and
 ``fit(pair, calibration_a, calibration_b, seed) -> callable(outputs) -> scores``.
 Fitted scores see calibration trials only (the runner never passes the
 trials that certify the bound). Two optional members refine it:
-``fitted`` (False when ``fit`` ignores the calibration outputs, so
-calibration stores scores instead of outputs; default True) and
+``needs_calibration`` (a bool; False when ``fit`` ignores the calibration
+outputs, so calibration stores scores instead of outputs; default True) and
 ``applies(pair) -> reason or None`` (why the score cannot run on this pair;
-an audit's portfolio skips it; default: it applies).
+an audit's portfolio skips it; default: it applies). :func:`check_score`
+checks them where a score object enters (``dpaudit.audit``, configs through
+:func:`register_score`): a member of the wrong type is refused, never coerced.
 
 The built-ins are instances of :class:`BuiltinScore`; :func:`register_score`
 makes any other score reachable by name (configs, ``score="name"``), refusing
@@ -29,53 +31,33 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.float_bits import fit_float_bits
+from dpaudit.attacks.score_protocol import (Score, ScoreFunction, check_score, score_applies, score_fitted,
+                                            score_needs_calibration)
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import suggestion
 
-__all__ = ["AUTO", "BuiltinScore", "SCORES", "Score", "ScoreFunction", "fit_score", "get_score", "is_fitted",
-           "register_score", "registered_scores", "resolve_scores", "score_applies", "score_fitted"]
+__all__ = ["AUTO", "BuiltinScore", "SCORES", "Score", "ScoreFunction", "check_score", "fit_score", "get_score",
+           "is_fitted", "register_score", "registered_scores", "resolve_scores", "score_applies",
+           "score_fitted", "score_needs_calibration"]
 
-ScoreFunction = Callable[[np.ndarray], np.ndarray]
 _MAX_FIT = 200_000  # calibration trials used to fit a learned score
-
-
-@runtime_checkable
-class Score(Protocol):
-    """A distinguishing score: ``fit`` on calibration outputs returns ``outputs -> one number per trial``."""
-
-    name: str
-
-    def fit(self, pair: CanaryPair, calibration_a: np.ndarray | None, calibration_b: np.ndarray | None,
-            seed: int) -> ScoreFunction:
-        """The fitted score (larger under ``S'``); ``calibration_*`` are outputs of calibration trials."""
-
-
-def score_fitted(score: Score) -> bool:
-    """Whether ``score`` is fitted on calibration outputs (a score that does not say is treated as fitted)."""
-    return bool(getattr(score, "fitted", True))
-
-
-def score_applies(score: Score, pair: CanaryPair) -> str | None:
-    """Why ``score`` cannot run on ``pair``, or None when it can (a score without ``applies`` always can)."""
-    check = getattr(score, "applies", None)
-    return None if check is None else check(pair)
 
 
 @dataclasses.dataclass(frozen=True)
 class BuiltinScore:
-    """A score of the package: a name, a summary, whether it is fitted, its fit and applicability rules."""
+    """A score of the package: a name, a summary, whether it reads calibration outputs, its fit and applicability."""
 
     name: str
     summary: str
-    fitted: bool
+    needs_calibration: bool
     _fit: Callable[[CanaryPair, np.ndarray | None, np.ndarray | None, int], ScoreFunction] = \
         dataclasses.field(repr=False)
     _applies: Callable[[CanaryPair], str | None] = dataclasses.field(default=lambda pair: None, repr=False)
@@ -91,7 +73,7 @@ class BuiltinScore:
         reason = self.applies(pair) if self.strict else None
         if reason:
             raise ParameterError(reason)
-        if self.fitted:
+        if self.needs_calibration:
             if calibration_a is None or calibration_b is None or len(calibration_a) < 2 or len(calibration_b) < 2:
                 raise ParameterError(f"score {self.name!r} is fitted and needs calibration trials on both datasets")
             calibration_a = np.asarray(calibration_a, dtype=float)[:_MAX_FIT]
@@ -110,7 +92,7 @@ def _exact(pair, cal_a, cal_b, seed):
     def exact(outputs: np.ndarray) -> np.ndarray:
         return mechanism.log_likelihood_ratio(np.asarray(outputs, dtype=float), pair.dataset_a, pair.dataset_b)
 
-    # scores drawn from the mechanism's known laws, to choose thresholds on (``audit.runner``; NotExact: none)
+    # scores drawn from the mechanism's known laws, to choose thresholds on (``audit.jobs.runner``; NotExact: none)
     exact.reference = lambda size, seed=0: mechanism.reference_scores(pair.dataset_a, pair.dataset_b, size, seed)
     return exact
 
@@ -188,10 +170,9 @@ def register_score(score: Score) -> Score:
     Raises
     ------
     ParameterError
-        When ``score`` is not a :class:`Score` or its name is already registered.
+        When ``score`` is not a :class:`Score` (:func:`check_score`) or its name is already registered.
     """
-    if not isinstance(score, Score) or not isinstance(score.name, str) or not score.name:
-        raise ParameterError(f"a score needs a name and fit(pair, calibration_a, calibration_b, seed), got {score!r}")
+    check_score(score)
     if score.name in _REGISTRY and _REGISTRY[score.name] is not score:
         raise ParameterError(f"a score named {score.name!r} is already registered")
     _REGISTRY[score.name] = score
@@ -249,8 +230,8 @@ def resolve_scores(spec: str | Score | Sequence[str | Score]) -> tuple[Score, ..
     for item in items:
         if isinstance(item, str):
             scores.append(get_score(item))
-        elif isinstance(item, Score) and isinstance(item.name, str) and item.name:
-            scores.append(item)
+        elif isinstance(item, Score):
+            scores.append(check_score(item))
         else:
             raise ParameterError(f"score must be a name, an object with name and fit(), or a list of them, "
                                  f"got score={item!r}")
@@ -261,8 +242,9 @@ def resolve_scores(spec: str | Score | Sequence[str | Score]) -> tuple[Score, ..
 
 
 def is_fitted(name: str | Score) -> bool:
-    """True when the score is fitted on calibration outputs (so calibration keeps raw outputs)."""
-    return score_fitted(get_score(name) if isinstance(name, str) else name)
+    """Deprecated name of :func:`score_needs_calibration`."""
+    warnings.warn("is_fitted is now score_needs_calibration", DeprecationWarning, stacklevel=2)
+    return score_needs_calibration(get_score(name) if isinstance(name, str) else name)
 
 
 def fit_score(name: str | Score, pair: CanaryPair, calibration_a: np.ndarray | None = None,

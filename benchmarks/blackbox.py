@@ -27,8 +27,8 @@ import time
 
 import numpy as np
 
-from dpaudit.audit.vector_pairs import pattern_pairs
-from dpaudit.audit.zoo.blackbox_suite import SUITE, run_algorithm
+from dpaudit.audit.checks.vector_pairs import pattern_pairs
+from dpaudit.audit.checks.zoo.blackbox_suite import SUITE, run_algorithm
 
 
 def _selected(only):

@@ -168,6 +168,11 @@ class Mechanism(AuditHooks, abc.ABC):
         return []
 
     @property
+    def schedule_steps(self) -> int | None:
+        """Steps a scheduled canary may be inserted at (``None``: the mechanism takes no scheduled canary)."""
+        return None
+
+    @property
     def has_positions(self) -> bool:
         """True when records are processed in a fixed public order, so a canary has a position."""
         return self.n_records is not None
@@ -194,7 +199,7 @@ class Mechanism(AuditHooks, abc.ABC):
     @property
     def iterations(self) -> int:
         """Sequential steps one trial runs (``steps`` of an iterative mechanism, else the records), for
-        the size and time estimates of ``audit.budget``."""
+        the size and time estimates of ``audit.statistics.budget``."""
         steps = getattr(self, "steps", None)
         return int(steps or self.n_records or 1)
 
@@ -379,6 +384,7 @@ class Mechanism(AuditHooks, abc.ABC):
         if not np.all(np.isfinite(records)):
             raise ParameterError("dataset records must be finite, got NaN or inf")
         data.check_injected(records.shape[0], self.canary_dim)
+        data.check_scheduled(self.schedule_steps, self.canary_dim, self.name)
 
     def check_dtype(self) -> None:
         """Validate the optional ``dtype`` parameter."""

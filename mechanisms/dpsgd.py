@@ -35,8 +35,9 @@ import torch
 from dpaudit.mechanisms import noise, tiles
 from dpaudit.mechanisms.base import param, register
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
+from dpaudit.mechanisms.iterative import ITERATIVE_CANARIES, IterativeMechanism, injected_rows
 from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
+from dpaudit.mechanisms.user_loss import user_gradients
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.kinds import SHUFFLED, Relation, Sampling, check_enum
 from dpaudit.mechanisms.validation import check_choice, check_int, check_real
@@ -62,9 +63,10 @@ class DPSGD(IterativeMechanism):
     noise_std: float = param(1.0, "std of the Gaussian noise added to the mean gradient")
     sampling: str = param("without-replacement", "'without-replacement', 'poisson' (rate m/n), 'shuffle' (a fresh "
                                                   "permutation each epoch) or 'shuffle-once' (one for all epochs)")
-    loss: str = param("linear", "'linear', 'logistic', 'quadratic' or 'huber'")
+    loss: str = param("linear", "'linear', 'logistic', 'quadratic', 'huber', 'concave' (not convex: steps "
+                                "expand) or 'FILE.py:NAME' (a loss of your own)")
     lipschitz: float = param(1.0, "L: records are clipped so the loss is L-Lipschitz")
-    smoothness: float | None = param(None, "beta of the quadratic loss (default 1)")
+    smoothness: float | None = param(None, "beta of the quadratic or concave loss (default 1)")
     output: str = param("final", "'final' (hidden state: the last iterate) or 'iterates' (every step's)")
 
     def validate(self) -> None:
@@ -88,6 +90,11 @@ class DPSGD(IterativeMechanism):
         """The loss with its constants on ``K``."""
         return make_loss(self.loss, dim=self.dim, lipschitz=self.lipschitz,
                          domain=self.domain_set, smoothness=self.smoothness)
+
+    @property
+    def canary_kinds(self) -> tuple[str, ...]:
+        """Gradient canaries only for a user's loss (its extreme records are unknown)."""
+        return ("gradient",) if self.user_loss is not None else ITERATIVE_CANARIES
 
     @property
     def zero_record_is_absent(self) -> bool:
@@ -170,6 +177,19 @@ class DPSGD(IterativeMechanism):
 
         return dpsgd_claims(self, index)
 
+    def pair_claims(self, data_a: Dataset, data_b: Dataset, relation: str, usual: list) -> list | None:
+        """A scheduled canary's own claims (``accounting.scheduled``); ``None`` for a sampled canary."""
+        from dpaudit.mechanisms.accounting.scheduled import is_scheduled, scheduled_claims
+
+        if not is_scheduled(data_a, data_b):
+            return None
+        return scheduled_claims(self, data_a, data_b, relation, usual)
+
+    @property
+    def schedule_steps(self) -> int:
+        """A scheduled canary's gradient may be added to the batch sum at any of the ``steps`` steps."""
+        return self.steps
+
     @property
     def sample_rate(self) -> float:
         """``q = m / n``."""
@@ -242,12 +262,16 @@ class DPSGD(IterativeMechanism):
         domain = self.domain_set
         records = loss.prepare(torch.as_tensor(data.records, dtype=dtype))
         injected = {k: _clip_rows(v, loss.lipschitz) for k, v in injected_rows(data, self.dim, dtype).items()}
-        constant = loss.name == "linear"
+        constant = loss.name in ("linear", "concave")  # the records' gradients do not depend on theta
+        concave = loss.name == "concave"  # its public regulariser -(beta/2)|theta|^2 acts once per step
         table = None
         if constant:
             table = loss.gradient(torch.zeros(self.dim, dtype=dtype), records).clone()
             for position, vector in injected.items():
                 table[position] = vector
+        # a scheduled canary: its gradient / m joins the step's noisy mean gradient, whatever the batch
+        scheduled = {step - 1: _clip_rows(torch.as_tensor(vector, dtype=dtype), loss.lipschitz) / self.batch_size
+                     for step, vector in data.scheduled.items()}
         theta = self.start(trials, dtype)
         iterates = self.output == "iterates"
         released = torch.empty((trials, self.output_dim), dtype=dtype) if iterates else None
@@ -277,32 +301,50 @@ class DPSGD(IterativeMechanism):
                     mask = (batch_of == slot).to(dtype) if shuffled else self.batch_mask(trials, rng, dtype)
                     if constant:
                         gradient = mask @ table
+                    elif loss.function is not None:  # a loss of the user's own: one call per record, clipped
+                        per_record = user_gradients(loss.function, theta, records, loss.lipschitz)
+                        for position, vector in injected.items():
+                            per_record[:, position] = vector
+                        gradient = torch.einsum("tn,tnd->td", mask, per_record)
                     else:
                         per_record = loss.gradient(theta.unsqueeze(1), records.unsqueeze(0))
                         for position, vector in injected.items():
                             per_record[:, position] = vector
                         gradient = torch.einsum("tn,tnd->td", mask, per_record)
                 gradient = gradient.div_(self.batch_size).add_(source.next(), alpha=self.noise_std)
+            if scheduled and step in scheduled:
+                gradient.add_(scheduled[step])
+            if concave:
+                gradient.sub_(theta, alpha=loss.smoothness)
             theta = domain.project_(theta.sub_(self.direction(gradient), alpha=self.eta))
             if iterates:
                 released[:, step * self.dim:(step + 1) * self.dim] = theta
         return released if iterates else theta
 
+    def _update_is_the_packages(self) -> bool:
+        """Whether this class samples and steps as dp-sgd does (the exact laws describe no other update).
+
+        dp-lssgd answers for its own smoothing, so this module never imports its subclass.
+        """
+        return type(self)._sample is DPSGD._sample and type(self).direction is DPSGD.direction
+
     def exact_output_laws(self, data_a: Dataset, data_b: Dataset):
-        """Exact laws of the last iterate on whole-space, linear-loss instances (``accounting.training_laws``).
+        """Exact laws of the last iterate on whole-space, linear-loss instances (``accounting.training_laws``;
+        ``accounting.scheduled`` for a canary inserted at chosen steps).
 
         Only for the samplers this package wrote: a subclass that samples or
         smooths differently has no exact accountant.
         """
+        from dpaudit.mechanisms.accounting.scheduled import is_scheduled, scheduled_laws
         from dpaudit.mechanisms.accounting.training_laws import dpsgd_laws
         from dpaudit.mechanisms.errors import NotExact
-        from dpaudit.mechanisms.lssgd import DPLSSGD
 
+        if not self._update_is_the_packages():
+            raise NotExact(f"{type(self).__name__} samples or smooths in its own way; the exact laws describe "
+                           "dp-sgd and dp-lssgd")
+        if is_scheduled(data_a, data_b):  # a canary inserted at chosen steps: Gaussian (docs/theory.md 10.2)
+            return scheduled_laws(self, data_a, data_b)
         if self.output == "iterates":
             raise NotExact("every iterate is released: the last-iterate laws do not describe the release "
                            "(the white-box score law gives its ceiling)")
-        if type(self)._sample is not DPSGD._sample or type(self).direction not in (DPSGD.direction,
-                                                                                    DPLSSGD.direction):
-            raise NotExact(f"{type(self).__name__} samples or smooths in its own way; the exact laws describe "
-                           "dp-sgd and dp-lssgd")
         return dpsgd_laws(self, data_a, data_b)

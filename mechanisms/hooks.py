@@ -74,6 +74,11 @@ class AuditHooks:
         """
         raise NotExact(f"no exact accountant for mechanism {self.name!r}")
 
+    def pair_claims(self, data_a: Dataset, data_b: Dataset, relation: str, usual: list) -> list | None:
+        """The claims for a canary pair that :meth:`claims` does not describe (a canary inserted at chosen
+        steps), given the ``usual`` claims; ``None`` (the default): the usual claims apply."""
+        return None
+
     def exact_output_laws(self, data_a: Dataset, data_b: Dataset) -> Any:
         """Closed-form laws of the release under ``S`` and ``S'``, when the mechanism knows them.
 

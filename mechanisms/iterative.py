@@ -17,7 +17,10 @@ from dpaudit.mechanisms.kinds import NoiseKind, check_enum
 from dpaudit.mechanisms.losses import Loss
 from dpaudit.mechanisms.validation import check_int, check_real
 
-__all__ = ["IterativeMechanism", "injected_rows"]
+__all__ = ["ITERATIVE_CANARIES", "IterativeMechanism", "injected_rows"]
+
+#: Canary kinds of the iterative mechanisms, the tightest first.
+ITERATIVE_CANARIES = ("gradient", "input", "boundary")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +68,19 @@ class IterativeMechanism(Mechanism):
         elif self.init == "boundary":
             domain.boundary_point(self.dim)
 
-    canary_kinds = ("gradient", "input", "boundary")
+    canary_kinds = ITERATIVE_CANARIES
+
+    @property
+    def user_loss(self):
+        """The gradient function of a loss named ``FILE.py:NAME`` (``None`` for a built-in loss or none)."""
+        loss = self.loss_function
+        return None if loss is None else loss.function
+
+    @property
+    def user_function(self):
+        """A user's loss is fingerprinted with the audit (its source: a changed file changes the audit id)."""
+        loss = self.user_loss
+        return loss if loss is not None else super().user_function
 
     def inapplicable(self) -> dict[str, str]:
         unused = {}
@@ -79,8 +94,9 @@ class IterativeMechanism(Mechanism):
         if noise == "laplace" and hasattr(self, "sigma"):
             unused["sigma"] = "noise='laplace' takes scale"
         loss = getattr(self, "loss", None)
-        if loss is not None and loss != "quadratic":
-            unused["smoothness"] = f"loss={loss!r} has its own smoothness; only loss='quadratic' takes one"
+        if loss is not None and loss not in ("quadratic", "concave"):
+            unused["smoothness"] = (f"loss={loss!r} has its own smoothness; only loss='quadratic' and "
+                                    f"loss='concave' take one")
         return unused
 
     @property

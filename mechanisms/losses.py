@@ -9,7 +9,15 @@ linear     ``x`` (d)      ``<w, x>``                                   ``L``    
 logistic   ``x, y`` (d+1) ``log(1 + exp(-y <x, w>))``, ``y = +-1``     ``L``        ``L^2 / 4``
 quadratic  ``c`` (d)      ``(beta/2) ||w - c||^2``                     ``beta D``   ``beta``
 huber      ``x, y`` (d+1) ``h(<w, x> - y)``, ``h`` Huber with knot 1   ``L``        ``L^2``
+concave    ``x`` (d)      ``<w, x> - (beta/2) ||w||^2`` (not convex)   ``L`` [*]    ``beta``
 ========== ============== ============================================ ============ ==============
+
+[*] ``concave`` is the non-convex construction of docs/theory.md 10: its
+records' part is linear (``L``-Lipschitz after clipping); its concave part
+is a public regulariser, the same for every record, which DP-SGD applies
+once per step (PNSGD, one record per step, with that record). Two records' gradients differ by at most ``2L``, which is all
+composition bounds use; a step multiplies ``w`` by ``1 + eta beta > 1``, so
+steps expand and amplification by iteration does not apply.
 
 ``x`` is clipped to the ball of radius ``L`` (input clipping) so that the
 loss is ``L``-Lipschitz for any record; ``c`` is projected onto ``K`` so the
@@ -33,11 +41,15 @@ import numpy as np
 import torch
 
 from dpaudit.mechanisms.domains import Domain
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.user_loss import USER_LOSS, is_user_loss, load_gradient, user_gradients
 from dpaudit.mechanisms.validation import check_choice, check_real
 
-__all__ = ["LOSS_NAMES", "Loss", "make_loss"]
+__all__ = ["LOSS_NAMES", "NONCONVEX_LOSSES", "Loss", "make_loss"]
 
-LOSS_NAMES = ("linear", "logistic", "quadratic", "huber")
+LOSS_NAMES = ("linear", "logistic", "quadratic", "huber", "concave")
+#: Losses whose gradient steps are not contractions (amplification by iteration does not apply).
+NONCONVEX_LOSSES = ("concave",)
 
 
 def _clip_rows(x: torch.Tensor, bound: float) -> torch.Tensor:
@@ -63,6 +75,9 @@ class Loss:
         ``lambda`` (``beta`` for the quadratic loss, else 0).
     domain : Domain
         The set ``K`` the constants hold on.
+    function : callable, optional
+        The user's ``gradient(w, record)`` of a loss named ``FILE.py:NAME``
+        (``name`` is then ``"user"``; ``mechanisms.user_loss``).
     """
 
     name: str
@@ -71,6 +86,7 @@ class Loss:
     smoothness: float
     strong_convexity: float
     domain: Domain
+    function: Callable | None = None
 
     def extreme_records(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         """Records ``(x, x')`` whose gradients pull ``w`` furthest apart along ``u``.
@@ -78,7 +94,10 @@ class Loss:
         Returns the two records and the sign ``s`` such that the iterate is
         larger along ``s * u`` under ``x'``.
         """
-        if self.name == "linear":  # gradient x: the step moves w along -x
+        if self.name == USER_LOSS:
+            raise ParameterError("canary kind 'input' needs the extreme records of the loss, which a loss of "
+                                 "your own does not give; use canary kind 'gradient'")
+        if self.name in ("linear", "concave"):  # gradient x: the step moves w along -x
             return self.lipschitz * u, -self.lipschitz * u, 1.0
         if self.name == "quadratic":  # the step pulls w towards the centre c
             radius = self.domain.diameter(self.dim) / 2
@@ -97,8 +116,10 @@ class Loss:
         """Clip or project records so the constants hold for any input."""
         if self.name == "quadratic":
             return self.domain.project(records)
-        if self.name == "linear":
+        if self.name in ("linear", "concave"):
             return _clip_rows(records, self.lipschitz)
+        if self.name == USER_LOSS:  # its gradients are clipped instead
+            return records
         features = _clip_rows(records[..., : self.dim], self.lipschitz)
         labels = records[..., self.dim:]
         if self.name == "logistic":
@@ -114,6 +135,11 @@ class Loss:
             return torch.broadcast_to(records, torch.broadcast_shapes(w.shape, records.shape))
         if self.name == "quadratic":
             return self.smoothness * (w - records)
+        if self.name == "concave":
+            return records - self.smoothness * w
+        if self.name == USER_LOSS:  # a start point (d,) against records (n, d): clipped gradients (n, d)
+            return user_gradients(self.function, w.reshape(1, -1), records.reshape(-1, self.dim),
+                                  self.lipschitz)[0]
         x = records[..., : self.dim]
         return self._coefficient(w, records).unsqueeze(-1) * x
 
@@ -140,6 +166,10 @@ class Loss:
         if self.name == "quadratic":
             factor = scale * self.smoothness
             return w.mul_(1.0 - factor).add_(record, alpha=factor)
+        if self.name == "concave":
+            return w.mul_(1.0 + scale * self.smoothness).sub_(record, alpha=scale)
+        if self.name == USER_LOSS:  # the user's gradient at the old w, clipped to L
+            return w.sub_(user_gradients(self.function, w, record.unsqueeze(0), self.lipschitz)[:, 0], alpha=scale)
         # a rank-one product: addmm_ with a column and a row runs about three times faster than addr_
         return w.addmm_(self._coefficient(w, record).unsqueeze(-1), record[: self.dim].unsqueeze(0), alpha=-scale)
 
@@ -178,7 +208,7 @@ def make_loss(name: str, *, dim: int, lipschitz: float, domain: Domain,
 
     Parameters
     ----------
-    name : {"linear", "logistic", "quadratic", "huber"}
+    name : {"linear", "logistic", "quadratic", "huber", "concave"} or "FILE.py:NAME"
     dim : int
         Model dimension.
     lipschitz : float
@@ -186,8 +216,11 @@ def make_loss(name: str, *, dim: int, lipschitz: float, domain: Domain,
         the quadratic loss derives its own, ``smoothness * diam(K)``.
     domain : Domain
     smoothness : float, optional
-        ``beta`` of the quadratic loss (default 1); derived for the others.
+        ``beta`` of the quadratic and concave losses (default 1); derived for the others.
     """
+    if is_user_loss(name):
+        lipschitz = check_real("lipschitz", lipschitz, positive=True)
+        return Loss(USER_LOSS, dim, lipschitz, math.inf, 0.0, domain, function=load_gradient(name, dim))
     check_choice("loss", name, LOSS_NAMES)
     lipschitz = check_real("lipschitz", lipschitz, positive=True)
     if name == "quadratic":
@@ -195,5 +228,8 @@ def make_loss(name: str, *, dim: int, lipschitz: float, domain: Domain,
         diameter = domain.diameter(dim)
         return Loss(name, dim, beta * diameter if math.isfinite(diameter) else math.inf,
                     beta, beta, domain)
+    if name == "concave":
+        beta = 1.0 if smoothness is None else check_real("smoothness", smoothness, positive=True)
+        return Loss(name, dim, lipschitz, beta, -beta, domain)
     beta = {"linear": 0.0, "logistic": lipschitz**2 / 4.0, "huber": lipschitz**2}[name]
     return Loss(name, dim, lipschitz, beta, 0.0, domain)

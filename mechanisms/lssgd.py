@@ -128,6 +128,10 @@ class DPLSSGD(DPSGD):
     def direction(self, gradient: torch.Tensor) -> torch.Tensor:
         return laplacian_smooth(gradient, float(self.smoothing))
 
+    def _update_is_the_packages(self) -> bool:
+        """Whether this class samples as dp-sgd and smooths as dp-lssgd (the exact laws cover both)."""
+        return type(self)._sample is DPSGD._sample and type(self).direction is DPLSSGD.direction
+
     def undo_direction(self, update: np.ndarray) -> np.ndarray:
         """``A_s`` applied along the last axis: the spectrum times the smoothing denominator."""
         if self.smoothing <= 0 or self.dim == 1:

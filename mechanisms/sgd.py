@@ -27,7 +27,7 @@ from dpaudit.mechanisms import noise
 from dpaudit.mechanisms.base import param, register
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.errors import NotExact, ParameterError
-from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
+from dpaudit.mechanisms.iterative import ITERATIVE_CANARIES, IterativeMechanism, injected_rows
 from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
 from dpaudit.mechanisms.validation import check_choice, check_int, check_real
 
@@ -54,9 +54,10 @@ class PNSGD(IterativeMechanism):
     scale: float | None = param(None, "scale of Laplace gradient noise Z (noise='laplace')")
     noise: str = param("gaussian", "'gaussian' or 'laplace' (coordinate-wise)")
     variant: str = param("plain", "'plain', 'skip' (random start) or 'stop' (random stop)")
-    loss: str = param("linear", "'linear', 'logistic', 'quadratic' or 'huber'")
+    loss: str = param("linear", "'linear', 'logistic', 'quadratic', 'huber', 'concave' (not convex: steps "
+                                "expand) or 'FILE.py:NAME' (a loss of your own)")
     lipschitz: float = param(1.0, "L: records are clipped so the loss is L-Lipschitz")
-    smoothness: float | None = param(None, "beta of the quadratic loss (default 1)")
+    smoothness: float | None = param(None, "beta of the quadratic or concave loss (default 1)")
 
     def validate(self) -> None:
         super().validate()
@@ -70,6 +71,11 @@ class PNSGD(IterativeMechanism):
         """The loss with its constants ``L``, ``beta``, ``lambda`` on ``K``."""
         return make_loss(self.loss, dim=self.dim, lipschitz=self.lipschitz,
                          domain=self.domain_set, smoothness=self.smoothness)
+
+    @property
+    def canary_kinds(self) -> tuple[str, ...]:
+        """Gradient canaries only for a user's loss (its extreme records are unknown)."""
+        return ("gradient",) if self.user_loss is not None else ITERATIVE_CANARIES
 
     @property
     def steps(self) -> int:

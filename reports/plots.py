@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 if TYPE_CHECKING:
-    from dpaudit.audit.result import AuditResult, IndexResult
+    from dpaudit.audit.jobs.result import AuditResult, IndexResult
 
 __all__ = ["epsilon_by_index", "histograms", "privacy_profile", "roc", "to_svg"]
 
@@ -193,6 +193,6 @@ def _strongest(result: "AuditResult") -> "IndexResult":
 
 
 def _typed(result: "AuditResult | dict[str, Any]") -> "AuditResult":
-    from dpaudit.audit.result import load_result
+    from dpaudit.audit.jobs.result import load_result
 
     return load_result(result)

@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dpaudit.audit.result import AuditResult, ClaimEntry, IndexResult, load_result
-from dpaudit.audit.verdict import applicable_bounds
+from dpaudit.audit.jobs.result import AuditResult, ClaimEntry, IndexResult, load_result
+from dpaudit.audit.checks.verdict import applicable_bounds
 
 __all__ = ["claims_rows", "estimate_rows", "gdp_sentence", "index_rows", "markdown", "md", "num", "portfolio_rows",
            "reading_guide", "release_text", "shown_params", "typed", "verdict_sentence"]
@@ -225,6 +225,17 @@ def _table(header: Sequence[str], rows: list[list[str]]) -> list[str]:
             + ["| " + " | ".join(md(cell) for cell in row) + " |" for row in rows])
 
 
+def schedule_text(canary: Mapping[str, Any]) -> str:
+    """``, inserted every 5 steps`` or ``, inserted at steps 1, 40`` for a scheduled canary ("" otherwise)."""
+    if canary.get("every") is not None:
+        return f", inserted every {canary['every']} steps (docs/theory.md 10)"
+    steps = canary.get("steps")
+    if steps:
+        shown = ", ".join(map(str, steps[:10])) + (", ..." if len(steps) > 10 else "")
+        return f", inserted at steps {shown} (docs/theory.md 10)"
+    return ""
+
+
 def markdown(result: Result) -> str:
     """The report in Markdown; every value from the result is escaped (:func:`md`)."""
     result = typed(result)
@@ -239,7 +250,8 @@ def markdown(result: Result) -> str:
     lines += ["", "## Configuration", "", f"- mechanism: {md(mech['name'])}", f"- parameters: {params}",
               f"- release: {md(release_text(mech.get('release_grid')))}",
               f"- canary: {md(canary['kind'])} ({md(canary['relation'])}), "
-              f"{'positions ' + md(', '.join(map(str, indices))) if indices and indices[0] is not None else 'no positions'}",
+              f"{'positions ' + md(', '.join(map(str, indices))) if indices and indices[0] is not None else 'no positions'}"
+              f"{md(schedule_text(canary))}",
               f"- score: {md(', '.join(map(str, score)) if isinstance(score, list) else score)}; trials per dataset: "
               f"{num(audit['trials'], 'd')}; threshold: {md(audit['threshold'])}", ""]
     strongest = result.empirical.index

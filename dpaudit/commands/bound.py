@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from dpaudit import mechanisms
-from dpaudit.cli import UsageError, emit_json
+from dpaudit.commands.common import UsageError, emit_json
 
 
 def parse_assignments(pairs: list[str] | None) -> dict[str, Any]:
@@ -42,8 +42,8 @@ def _check_level(name: str, value: float | None, *, upper_open: bool) -> None:
 
 
 def bound_document(mech, *, delta: float | None, epsilon: float | None, index: str | None) -> dict[str, Any]:
-    """The JSON document of ``dpaudit bound``: every claim, and the tightest (``audit.verdict.compare``)."""
-    from dpaudit.audit.verdict import compare
+    """The JSON document of ``dpaudit bound``: every claim, and the tightest (``audit.checks.verdict.compare``)."""
+    from dpaudit.audit.checks.verdict import compare
     from dpaudit.mechanisms.accounting.claims import evaluate_claims
 
     def entries(claims) -> tuple[list[dict[str, Any]], dict[str, Any]]:

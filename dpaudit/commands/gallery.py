@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dpaudit.cli import count
+from dpaudit.commands.common import count
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from dpaudit import mechanisms
-from dpaudit.cli import emit_json
+from dpaudit.commands.common import emit_json
 
 
 def catalogue() -> dict[str, Any]:

@@ -16,7 +16,7 @@ import argparse
 import math
 from typing import Any
 
-from dpaudit.cli import emit_json
+from dpaudit.commands.common import emit_json
 from dpaudit.mechanisms.errors import NotExact, ParameterError
 
 __all__ = ["plan_pair", "trials_for_target"]
@@ -40,7 +40,7 @@ def _laws(pair) -> tuple[Any, str]:
 
 def trials_for_target(law: tuple, goal: float, *, delta: float, confidence: float) -> int | None:
     """The smallest certification trials per dataset (to 1%) whose ceiling reaches ``goal`` (``None``: beyond 1e12)."""
-    from dpaudit.audit.ceiling import exact_ceiling
+    from dpaudit.audit.statistics.ceiling import exact_ceiling
 
     def reaches(trials: int) -> bool:
         return exact_ceiling(*law, trials=trials, delta=delta, confidence=confidence) >= goal
@@ -62,7 +62,7 @@ def trials_for_target(law: tuple, goal: float, *, delta: float, confidence: floa
 
 def _total(certification: int, fraction: float) -> int:
     """Trials per dataset (``[audit] trials``) that leave ``certification`` after calibration."""
-    from dpaudit.audit.runner import calibration_trials
+    from dpaudit.audit.jobs.runner import calibration_trials
 
     total = max(int(math.ceil(certification / (1 - fraction))), 2)
     while total - calibration_trials(total, fraction) < certification:
@@ -73,8 +73,8 @@ def _total(certification: int, fraction: float) -> int:
 def plan_pair(pair, *, target: float, delta: float, confidence: float, trials: int,
               fraction: float) -> dict[str, Any]:
     """The plan of one canary position: exact (or surrogate) value, ceiling now, trials for the target."""
-    from dpaudit.audit.ceiling import exact_ceiling
-    from dpaudit.audit.runner import calibration_trials
+    from dpaudit.audit.statistics.ceiling import exact_ceiling
+    from dpaudit.audit.jobs.runner import calibration_trials
     from dpaudit.mechanisms.accounting.instances import likelihood_ratio_law
 
     laws, kind = _laws(pair)
@@ -97,7 +97,7 @@ def _exact_epsilon(pair, delta: float, laws) -> float:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dpaudit.audit.config import load_configs
+    from dpaudit.audit.jobs.config import load_configs
 
     if not 0 < args.target < 1:
         raise ParameterError(f"target must be a fraction in (0, 1), got target={args.target}")

@@ -19,7 +19,7 @@ import argparse
 import sys
 from typing import Any
 
-from dpaudit.cli import EXIT_OK, EXIT_VIOLATION, UsageError, count, emit_json
+from dpaudit.commands.common import EXIT_OK, EXIT_VIOLATION, UsageError, count, emit_json
 
 
 def load_function(spec: str) -> Any:
@@ -37,7 +37,7 @@ def load_function(spec: str) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dpaudit.audit.search import search
+    from dpaudit.audit.checks.search import search
     from dpaudit.mechanisms.wrapped import from_batched_callable, from_callable
 
     if (args.domain is None) == (args.queries is None):

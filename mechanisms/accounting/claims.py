@@ -182,8 +182,9 @@ def profile_claim(name: str, citation: str, relation: str,
                   log_delta: Callable[[np.ndarray], np.ndarray], index: int | None = None,
                   upper: float = 500.0, **extra: Any) -> Claim:
     """A claim from a log privacy profile ``log delta(eps)`` (non-increasing in eps)."""
-    def epsilon_fn(delta: float) -> float:
-        return float(bisect_decreasing(log_delta, np.array(math.log(delta)), np.array(upper)))
+    def epsilon_fn(delta: float) -> float:  # rounded up, checked against delta_fn itself
+        return float(bisect_decreasing(log_delta, np.array(math.log(delta)), np.array(upper),
+                                       holds=lambda e: delta_fn(e) <= delta))
 
     def delta_fn(epsilon: float) -> float:
         return float(np.exp(np.minimum(log_delta(np.array(epsilon)), 0.0)))

@@ -95,5 +95,6 @@ def laplace_index_log_delta(epsilon, *, n: int, index: int, epsilon_shift: float
 
 
 def epsilon_for(log_delta_fn, delta: float, upper: float = 200.0) -> float:
-    """Smallest ``eps >= 0`` with ``log_delta_fn(eps) <= log(delta)``, rounded up."""
-    return float(bisect_decreasing(log_delta_fn, np.array(math.log(delta)), np.array(upper)))
+    """Smallest ``eps >= 0`` with ``exp(log_delta_fn(eps)) <= delta``, rounded up (checked in linear space)."""
+    return float(bisect_decreasing(log_delta_fn, np.array(math.log(delta)), np.array(upper),
+                                   holds=lambda e: np.exp(log_delta_fn(e)) <= delta))

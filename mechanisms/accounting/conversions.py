@@ -133,4 +133,5 @@ def optimal_epsilon(delta: float, alpha: float, rdp: float) -> float:
     upper = rdp + math.log(1 / delta) / (alpha - 1) + 1.0  # Mironov's bound brackets it
     return float(bisect_decreasing(
         lambda e: np.log(np.maximum([optimal_delta(float(x), alpha, rdp) for x in np.atleast_1d(e)], 1e-300)),
-        np.array([math.log(delta)]), np.array([upper]), iterations=30)[0])
+        np.array([math.log(delta)]), np.array([upper]), iterations=30,
+        holds=lambda e: np.array([optimal_delta(float(x), alpha, rdp) <= delta for x in np.atleast_1d(e)]))[0])

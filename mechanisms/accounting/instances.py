@@ -39,7 +39,8 @@ def _instance_key(mech, data_a: Dataset, data_b: Dataset, cells: int) -> tuple:
     """Everything that decides an instance's laws (mechanisms are frozen, hashable dataclasses)."""
     def dataset(data: Dataset) -> tuple:
         injected = tuple((k, np.asarray(v, dtype=float).tobytes()) for k, v in sorted(data.injected.items()))
-        return data.records.shape, np.ascontiguousarray(data.records, dtype=float).tobytes(), injected
+        scheduled = tuple((k, np.asarray(v, dtype=float).tobytes()) for k, v in sorted(data.scheduled.items()))
+        return data.records.shape, np.ascontiguousarray(data.records, dtype=float).tobytes(), injected, scheduled
     try:
         identity = hash(mech) and mech
     except TypeError:  # a mechanism with an unhashable field: its repr stands in

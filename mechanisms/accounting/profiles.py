@@ -3,7 +3,12 @@
 Computed in log space (``scipy.special.log_ndtr``) so that profiles of
 1e-300 stay exact and ``eps = 50`` neither overflows nor gives NaN.
 Inverses are found by vectorised bisection and rounded up (the returned
-epsilon is never below the true one: these are upper bounds).
+epsilon is never below the true one: these are upper bounds). Bisection
+compares ``log delta`` with ``log(delta)``, and two roundings (``log`` of the
+target, ``exp`` of the profile) can leave ``delta(eps)`` one ulp above the
+target; a final check-and-nudge step (:func:`nudge_up`) tests the promise as
+stated, in linear space, and raises epsilon until it holds, whatever the
+special functions of the installed scipy return.
 
 References
 ----------
@@ -24,6 +29,7 @@ __all__ = [
     "gaussian_log_delta",
     "laplace_delta",
     "laplace_epsilon",
+    "nudge_up",
     "theta_gamma",
 ]
 
@@ -80,13 +86,56 @@ def theta_gamma(gamma, r):
     return gaussian_delta(np.log(np.asarray(gamma, dtype=float)), r)
 
 
-def bisect_decreasing(log_delta_of_eps, log_delta_target, upper, iterations: int = 100):
+def nudge_up(epsilon, holds, attempts: int = 64):
+    """The final check-and-nudge step of an inversion rounded up.
+
+    Each finite ``epsilon`` where ``holds(epsilon)`` is false is raised by a
+    step that doubles from one ulp (of ``max(epsilon, 1e-3)``) until the check
+    passes; one still failing after ``attempts`` steps becomes ``inf``, which
+    is always safe for an upper bound.
+
+    Parameters
+    ----------
+    epsilon : array_like
+        Candidate answers of a rounded-up inversion.
+    holds : callable
+        Vectorised promise, ``holds(eps) -> bool array``, non-decreasing in
+        ``eps`` (for example ``delta(eps) <= delta``).
+    attempts : int
+        Doubling steps before giving up.
+
+    Returns
+    -------
+    numpy.ndarray or float
+        The smallest nudged values that pass the check, shaped as ``epsilon``.
+
+    References
+    ----------
+    docs/theory.md 2.1 (profiles are inverted by bisection, rounded up).
+    """
+    out = np.array(epsilon, dtype=float)
+    step = np.spacing(np.maximum(np.abs(out), 1e-3))
+    failing = np.isfinite(out) & ~np.asarray(holds(out), dtype=bool)
+    for _ in range(attempts):
+        if not failing.any():
+            break
+        out = np.where(failing, out + step, out)
+        step = np.where(failing, 2.0 * step, step)
+        failing = failing & ~np.asarray(holds(out), dtype=bool)
+    out = np.where(failing, np.inf, out)
+    return out[()] if out.ndim == 0 else out
+
+
+def bisect_decreasing(log_delta_of_eps, log_delta_target, upper, iterations: int = 100, holds=None):
     """Smallest ``eps >= 0`` with ``log_delta(eps) <= target``, vectorised, rounded up.
 
     ``log_delta_of_eps`` must be non-increasing in ``eps``. Where the target
     is met at ``eps = 0`` the answer is 0; where it is not met at ``upper``
     the answer is ``inf``. Stops early once every bracket is within a relative
     ``1e-15`` (the upper end is returned, so the answer stays rounded up).
+    ``holds`` (``eps -> bool array``), when given, is the promise as the
+    caller states it (``delta(eps) <= delta`` in linear space); the answer is
+    then passed through :func:`nudge_up` with it.
     """
     target = np.asarray(log_delta_target, dtype=float)
     upper = np.broadcast_to(np.asarray(upper, dtype=float), target.shape).copy()
@@ -102,6 +151,8 @@ def bisect_decreasing(log_delta_of_eps, log_delta_target, upper, iterations: int
         high = np.where(ok, mid, high)
         low = np.where(ok, low, mid)
     out = np.where(at_zero, 0.0, np.where(unreachable, np.inf, high))
+    if holds is not None:
+        out = np.asarray(nudge_up(out, holds))
     return out[()] if out.ndim == 0 else out
 
 
@@ -114,7 +165,8 @@ def gaussian_epsilon(delta, mu):
     with np.errstate(divide="ignore", invalid="ignore"):
         upper = mu**2 / 2 + mu * np.sqrt(2 * np.maximum(-target, 0.0) + 2.0) + 1.0
     upper = np.where(np.isfinite(upper), upper, 1e6)
-    return bisect_decreasing(lambda e: gaussian_log_delta(e, mu), target, upper)
+    return bisect_decreasing(lambda e: gaussian_log_delta(e, mu), target, upper,
+                             holds=lambda e: gaussian_delta(e, mu) <= delta)
 
 
 def laplace_delta(epsilon, epsilon0):
@@ -132,4 +184,5 @@ def laplace_epsilon(delta, epsilon0):
     delta, eps0 = np.broadcast_arrays(np.asarray(delta, dtype=float), np.asarray(epsilon0, dtype=float))
     with np.errstate(divide="ignore"):
         out = np.maximum(eps0 + 2.0 * np.log1p(-delta), 0.0)
+    out = np.asarray(nudge_up(out, lambda e: laplace_delta(e, eps0) <= delta))  # rounded up: checked
     return out[()] if out.ndim == 0 else out

@@ -19,6 +19,8 @@ import numpy as np
 from scipy.special import logsumexp
 from scipy.stats import binom
 
+from dpaudit.mechanisms.accounting.profiles import nudge_up
+
 __all__ = ["MAX_USERS", "clones_delta", "clones_epsilon", "count_laws", "shuffled_rr_delta", "shuffled_rr_epsilon"]
 
 _TAIL = 1e-18
@@ -97,7 +99,8 @@ def shuffled_rr_epsilon(delta: float, *, n: int, epsilon0: float, ones: int | No
             high = middle
         else:
             low = middle
-    return high
+    # final check-and-nudge: the starting end eps0 is taken on the theorem's word, not computed
+    return float(nudge_up(high, lambda e: shuffled_rr_delta(float(e), n=n, epsilon0=epsilon0, ones=ones) <= delta))
 
 
 @functools.lru_cache(maxsize=32)
@@ -155,4 +158,4 @@ def clones_epsilon(delta: float, *, n: int, epsilon0: float) -> float:
             high = middle
         else:
             low = middle
-    return high
+    return float(nudge_up(high, lambda e: clones_delta(float(e), n=n, epsilon0=epsilon0) <= delta))

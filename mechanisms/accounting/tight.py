@@ -20,9 +20,11 @@ from __future__ import annotations
 import functools
 import logging
 
+import numpy as np
+
 from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, not_applicable
 
-__all__ = ["PLD_CITATION", "WOR_CITATION", "pld_claim", "wor_rdp_claim"]
+__all__ = ["PLD_CITATION", "WOR_CITATION", "pld_claim", "wor_gaussian_rdp", "wor_rdp_claim"]
 
 PLD_CITATION = ("privacy loss distribution of the Poisson-subsampled Gaussian, pessimistic discretisation "
                 "5e-4 (Koskela et al. 2020; Doroshenko et al. 2022; dp-accounting PLDAccountant)")
@@ -53,6 +55,26 @@ def _wor(dataset_size: int, sample_size: int, noise_multiplier: float, steps: in
     accountant.compose(dp_event.SampledWithoutReplacementDpEvent(
         dataset_size, sample_size, dp_event.GaussianDpEvent(noise_multiplier)), steps)
     return accountant
+
+
+def wor_gaussian_rdp(orders, *, dataset_size: int, sample_size: int, noise_multiplier: float,
+                     steps: int = 1) -> np.ndarray:
+    """RDP curve of ``steps`` Gaussian steps on samples of ``sample_size`` of ``dataset_size`` (replace-one).
+
+    dp-accounting's ``RdpAccountant`` with a ``SampledWithoutReplacementDpEvent``: Wang, Balle,
+    Kasiviswanathan 2019, Thm 27 at integer orders, their Corollary 10 (interpolating the cumulant)
+    between them. ``noise_multiplier`` is the noise standard deviation over the replace-one
+    sensitivity of one step's sum. The same neighbouring relation as the Thm 9 bound it replaces
+    (replace-one, a fixed-size sample without replacement, ``n`` public); Thm 27 is never looser.
+    """
+    from dp_accounting import NeighboringRelation, dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    accountant = rdp_privacy_accountant.RdpAccountant(
+        orders=[float(order) for order in np.atleast_1d(orders)], neighboring_relation=NeighboringRelation.REPLACE_ONE)
+    accountant.compose(dp_event.SampledWithoutReplacementDpEvent(
+        int(dataset_size), int(sample_size), dp_event.GaussianDpEvent(float(noise_multiplier))), int(steps))
+    return accountant.rdp
 
 
 def _quiet(fn):

@@ -137,12 +137,12 @@ def test_lssgd_claims_show_the_accountant_beside_the_paper():
     paper, accountant = entries["lssgd-paper-thm1"], entries["sgm-rdp"]
     assert paper["epsilon"] == pytest.approx(0.1, rel=1e-3)
     assert accountant["epsilon"] < paper["epsilon"] and not paper["notes"]
-    # sampling without replacement (replace-one): WBK Thm 9 gives 0.309 > 0.1, so the claim is flagged
+    # sampling without replacement (replace-one): WBK Thm 27 gives 0.1004 > 0.1, so the claim is flagged
     wor = mechanisms.make("dp-lssgd", n=60_000, dim=10, batch_size=128, steps=steps, noise_std=0.3471,
                           sampling="without-replacement")
     entries = by_name(wor.claims())
     paper = entries["lssgd-paper-thm1"]
-    assert entries["wor-rdp"]["epsilon"] > paper["epsilon"]
+    assert entries["wor-rdp-thm27"]["epsilon"] > paper["epsilon"]
     assert paper["below_accountant"] and "does not support the claim" in paper["notes"][0]
 
 

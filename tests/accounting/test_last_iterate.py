@@ -125,8 +125,8 @@ def test_without_replacement_needs_a_zero_background():
 
 def test_dp_sgd_example_certifies_most_of_its_ceiling():
     """``examples/dp_sgd.toml`` at its 100,000 trials: exact value and ceiling in the result, certified >= 0.85."""
-    from dpaudit.audit.config import load_configs
-    from dpaudit.audit.runner import RunOptions, run_audits
+    from dpaudit.audit.jobs.config import load_configs
+    from dpaudit.audit.jobs.runner import RunOptions, run_audits
 
     (config,) = load_configs([EXAMPLES / "dp_sgd.toml"])
     result = run_audits([config.job()], RunOptions(store=":memory:", workers=1))[0]
@@ -149,3 +149,18 @@ def test_sampler_counts_follow_the_mixtures_binomial(sampling):
     observed = np.bincount(counts, minlength=6)[:6] / trials
     # each frequency within five binomial standard errors of its probability
     assert np.all(np.abs(observed - expected) <= 5 * np.sqrt(expected * (1 - expected) / trials) + 1e-12)
+
+
+@pytest.mark.parametrize("name, extra", [("dp-sgd", {}), ("dp-lssgd", {"smoothing": 0.5})])
+def test_exact_laws_describe_the_packages_update_only(name, extra):
+    """A subclass that keeps the update has the exact laws; one with its own step is refused, not misdescribed."""
+    import dataclasses
+
+    mech = mechanisms.make(name, n=20, dim=2, batch_size=5, steps=5, domain="whole", **extra)
+    pair = CanarySpec(kind="gradient").build(mech, 3)
+    fields = {field.name: getattr(mech, field.name) for field in dataclasses.fields(mech)}
+    same = type("Same", (type(mech),), {})(**fields)
+    assert same.exact_output_laws(pair.dataset_a, pair.dataset_b) is not None
+    own_step = type("OwnStep", (type(mech),), {"direction": lambda self, gradient: 2 * gradient})(**fields)
+    with pytest.raises(NotExact, match="OwnStep samples or smooths in its own way"):
+        own_step.exact_output_laws(pair.dataset_a, pair.dataset_b)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from dpaudit.mechanisms.accounting import conversions as conv
 from dpaudit.mechanisms.accounting import profiles, rdp
+from dpaudit.mechanisms.accounting.tight import wor_gaussian_rdp
 
 
 # docs/theory.md 2.1 golden values (Balle & Wang Thm 8 evaluated with mpmath by the theory notes)
@@ -114,22 +115,53 @@ def test_subsampling_limits():
     np.testing.assert_array_equal(rdp.subsampled_gaussian_rdp(orders, sample_rate=0.0, noise_multiplier=1.0), 0)
     np.testing.assert_allclose(rdp.subsampled_gaussian_rdp(orders, sample_rate=1.0, noise_multiplier=2.0),
                                rdp.gaussian_rdp(orders, 0.5))
-    np.testing.assert_array_equal(rdp.without_replacement_gaussian_rdp(orders, sample_rate=0.0, mu=1.0), 0)
+    np.testing.assert_array_equal(wor_gaussian_rdp(orders, dataset_size=100, sample_size=0, noise_multiplier=1.0), 0)
 
 
-def test_without_replacement_is_wbk_thm9_and_bounds_dp_accounting():
-    from dp_accounting.rdp import rdp_privacy_accountant as ref
+def _wbk_thm9(order: int, gamma: float, mu: float) -> float:
+    """Wang, Balle, Kasiviswanathan 2019, Thm 9 for a Gaussian base (eps(j) = j mu^2 / 2), integer order.
 
-    orders = [2, 3, 5, 10, 32, 300]
-    ours = rdp.without_replacement_gaussian_rdp(orders, sample_rate=0.1, mu=0.5)
-    theirs = ref._compute_rdp_sample_wor_gaussian(0.1, 2.0, orders)
-    # dp-accounting uses WBK's tighter Thm 27 below order 256, Thm 9 above; both agree at order 2
-    assert np.all(ours >= theirs * (1 - 1e-12))
-    np.testing.assert_allclose(ours[[0, -1]], theirs[[0, -1]], rtol=1e-9)
-    # fractional orders interpolate the CGF (an upper bound by convexity)
-    mid = rdp.without_replacement_gaussian_rdp([4.5], sample_rate=0.1, mu=0.5)[0]
-    low, high = rdp.without_replacement_gaussian_rdp([4.0, 5.0], sample_rate=0.1, mu=0.5)
+    A cross-check only: the claims use dp-accounting's Thm 27 (``tight.wor_gaussian_rdp``)."""
+    eps2 = mu * mu
+    terms = [0.0, 2 * math.log(gamma) + math.log(math.comb(order, 2))
+             + min(math.log(4 * math.expm1(eps2)), math.log(2) + eps2)]
+    terms += [j * math.log(gamma) + math.log(math.comb(order, j)) + (j - 1) * j * mu * mu / 2 + math.log(2)
+              for j in range(3, order + 1)]
+    return float(np.logaddexp.reduce(terms)) / (order - 1)
+
+
+@pytest.mark.parametrize("n, m, z", [(1000, 100, 2.0), (10_000, 100, 2.0), (60_000, 128, 1.2), (50, 25, 4.0)])
+def test_without_replacement_rdp_is_dp_accountings_and_never_above_wbk_thm9(n, m, z):
+    # the same relation (replace-one, fixed-size samples): Thm 27 is at most Thm 9 and equal at order 2
+    orders = [2, 3, 5, 10, 32, 100]
+    theirs = wor_gaussian_rdp(orders, dataset_size=n, sample_size=m, noise_multiplier=z)
+    thm9 = np.array([_wbk_thm9(order, m / n, 1 / z) for order in orders])
+    assert np.all(theirs <= thm9 * (1 + 1e-12))
+    assert theirs[0] == pytest.approx(thm9[0], rel=1e-9)
+    # fractional orders interpolate the cumulant (alpha - 1) eps(alpha) linearly (WBK Corollary 10)
+    mid, = wor_gaussian_rdp([4.5], dataset_size=n, sample_size=m, noise_multiplier=z)
+    low, high = wor_gaussian_rdp([4.0, 5.0], dataset_size=n, sample_size=m, noise_multiplier=z)
     assert mid * 3.5 == pytest.approx(0.5 * (3 * low + 4 * high))
+    # steps compose linearly
+    np.testing.assert_allclose(wor_gaussian_rdp(orders, dataset_size=n, sample_size=m, noise_multiplier=z, steps=7),
+                               7 * theirs)
+
+
+def test_poisson_series_is_dp_accountings_at_integer_orders():
+    """The project's MTZ series against dp-accounting's Poisson-subsampled Gaussian, on a grid of q and z.
+
+    Integer orders: both sum the same finite binomial series, so they agree to float accuracy (rtol 1e-9).
+    At fractional orders the library is looser (the series here keeps exact signed terms); see rdp.py."""
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    orders = np.array([2.0, 3.0, 4.0, 8.0, 16.0, 32.0, 64.0])
+    for q in (1e-3, 0.01, 0.1, 0.5):
+        for z in (0.7, 1.0, 2.0, 5.0):
+            accountant = rdp_privacy_accountant.RdpAccountant(orders=list(orders))
+            accountant.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(z)), 3)
+            ours = rdp.subsampled_gaussian_rdp(orders, sample_rate=q, noise_multiplier=z, steps=3)
+            np.testing.assert_allclose(ours, accountant.rdp, rtol=1e-9, err_msg=f"q={q}, z={z}")
 
 
 # docs/theory.md 2.3: Gaussian mu=1, eps=1: exact 0.1269, optimal 0.2149, CKS 0.2468, Mironov 0.8825

@@ -1,4 +1,4 @@
-"""The conditional bound on a ratio of two rates (audit/conditional.py, docs/theory.md 3.2)."""
+"""The conditional bound on a ratio of two rates (audit/statistics/conditional.py, docs/theory.md 3.2)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy.stats.contingency import odds_ratio
 
-from dpaudit.audit.conditional import conditional_epsilon, conditional_epsilon_estimate, odds_ratio_lower
-from dpaudit.audit.confidence import Counts
-from dpaudit.audit.estimators import epsilon_lower_bound, finish_epsilon, plan_epsilon
+from dpaudit.audit.statistics.conditional import conditional_epsilon, conditional_epsilon_estimate, odds_ratio_lower
+from dpaudit.audit.statistics.confidence import Counts
+from dpaudit.audit.statistics.estimators import epsilon_lower_bound, finish_epsilon, plan_epsilon
 
 
 @pytest.mark.parametrize("big, n_big, small, n_small", [
@@ -23,6 +23,40 @@ def test_odds_ratio_bound_is_scipys_exact_conditional_limit(big, n_big, small, n
     ours = odds_ratio_lower(big, n_big, small, n_small, 0.05)
     assert ours == pytest.approx(expected, rel=1e-8)
     assert ours <= expected * (1 + 1e-12)
+
+
+def test_one_clopper_pearson_rule_for_both_former_call_sites():
+    """The conditional bound's rates and the estimators' error rates come from one helper, bit for bit."""
+    from dpaudit.audit.statistics import conditional, confidence, estimators
+    from dpaudit.audit.statistics.conditional import RATE_SHARE, conditional_parts
+
+    assert conditional.cp_upper is confidence.cp_upper is estimators.cp_upper
+    assert conditional.cp_lower is confidence.cp_lower
+    for big, n_big, small, n_small, failure in ((200, 90_000, 18, 90_000, 0.05), (3, 100, 0, 100, 1e-6),
+                                                (999, 1000, 1, 1000, 0.2)):
+        parts = conditional_parts(big, n_big, small, n_small, delta=1e-5, failure=failure)
+        share = failure * RATE_SHARE / 3
+        lower, upper = confidence.clopper_pearson(np.array([big, small]), np.array([n_big, n_small]), share)
+        assert parts["big_rate_upper"] == confidence.cp_upper(big, n_big, share) == upper[0]
+        assert parts["big_rate_lower"] == confidence.cp_lower(big, n_big, share) == lower[0]
+        assert parts["small_rate_lower"] == lower[1]
+
+
+def test_clopper_pearson_is_the_exact_binomial_bound():
+    # at the upper bound p_u, P(Binomial(n, p_u) <= k) equals the failure probability (Clopper & Pearson);
+    # at the lower bound p_l, P(Binomial(n, p_l) >= k) does; rtol 1e-9 is the tail's float accuracy
+    from scipy.stats import binom
+
+    from dpaudit.audit.statistics.confidence import clopper_pearson
+
+    k, n = np.array([1, 7, 300, 5_000]), 10_000  # away from p = 1, where 1 - p has too few digits
+    for failure in (1e-12, 1e-3, 0.05):
+        lower, upper = clopper_pearson(k, n, failure)
+        assert np.allclose(binom.cdf(k, n, upper), failure, rtol=1e-9, atol=0)
+        assert np.allclose(binom.sf(k - 1, n, lower), failure, rtol=1e-9, atol=0)
+    lower, upper = clopper_pearson(np.array([0, 5, 0]), np.array([5, 5, 0]), 0.05)
+    assert list(lower) == [0.0, pytest.approx(0.05 ** (1 / 5)), 0.0] and list(upper) == [
+        pytest.approx(1 - 0.05 ** (1 / 5)), 1.0, 1.0]
 
 
 def test_nothing_is_certified_when_the_small_count_is_not_small():

@@ -14,8 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from dpaudit.audit.zoo import blackbox as bb
-from dpaudit.audit.zoo import blackbox_laws as laws
+from dpaudit.audit.checks.zoo import blackbox as bb
+from dpaudit.audit.checks.zoo import blackbox_laws as laws
 
 N = 200_000
 

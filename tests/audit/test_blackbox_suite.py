@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import dpaudit
-from dpaudit.audit.regression import PrivacyViolation, assert_private
-from dpaudit.audit.vector_pairs import pattern_pairs
-from dpaudit.audit.zoo.blackbox_suite import SUITE, _assert_private_audit, run_blackbox_suite
+from dpaudit.audit.checks.regression import PrivacyViolation, assert_private
+from dpaudit.audit.checks.vector_pairs import pattern_pairs
+from dpaudit.audit.checks.zoo.blackbox_suite import SUITE, _assert_private_audit, run_blackbox_suite
 from dpaudit.cli import main
 from dpaudit.mechanisms.errors import ParameterError
 

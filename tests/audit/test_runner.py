@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from dpaudit.cli import main
-from dpaudit.audit.config import load_configs
-from dpaudit.audit.runner import RunOptions
+from dpaudit.audit.jobs.config import load_configs
+from dpaudit.audit.jobs.runner import RunOptions
 from tests.helpers import run_documents
-from dpaudit.audit.store import Store, StoreError
+from dpaudit.audit.jobs.store import Store, StoreError
 from tests.audit.conftest import SMALL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,10 +36,10 @@ def bounds(document):
 
 
 def test_workers_and_dask_give_identical_results(write_config, tmp_path):
+    LocalCluster = pytest.importorskip("dask.distributed", reason="the distributed extra is not installed").LocalCluster
     configs = load_configs([write_config(SMALL)])
     one = run_documents(configs, RunOptions(store=str(tmp_path / "one.sqlite"), workers=1, progress=False))[0]
     two = run_documents(configs, RunOptions(store=str(tmp_path / "two.sqlite"), workers=2, progress=False))[0]
-    from dask.distributed import LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None) as cluster:

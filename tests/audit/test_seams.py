@@ -7,14 +7,15 @@ Neither is registered anywhere and no module of the package is edited: the score
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
 
 import dpaudit
-from dpaudit.attacks.scores import SCORES, registered_scores
-from dpaudit.audit.confidence import cp_upper
-from dpaudit.audit.result import load_result
+from dpaudit.attacks.scores import SCORES, register_score, registered_scores
+from dpaudit.audit.statistics.confidence import cp_upper
+from dpaudit.audit.jobs.result import load_result
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.reports.render import render
 
@@ -25,7 +26,7 @@ class MeanGapScore:
     """Projection on the difference of the calibration means (fitted on calibration outputs only)."""
 
     name = "mean-gap"
-    fitted = True
+    needs_calibration = True
 
     def __init__(self) -> None:
         self.calls = []
@@ -56,9 +57,9 @@ def test_a_changed_score_class_is_a_different_audit():
             return lambda outputs: -super(Other, self).fit(pair, calibration_a, calibration_b, seed)(outputs)
 
     mech = dpaudit.make("gaussian", sigma=1.0)
-    first = dpaudit.audit.api.make_job(mech, score=MeanGapScore(), trials=TRIALS)
-    second = dpaudit.audit.api.make_job(mech, score=Other(), trials=TRIALS)
-    named = dpaudit.audit.api.make_job(mech, score="projection", trials=TRIALS)
+    first = dpaudit.audit.jobs.api.make_job(mech, score=MeanGapScore(), trials=TRIALS)
+    second = dpaudit.audit.jobs.api.make_job(mech, score=Other(), trials=TRIALS)
+    named = dpaudit.audit.jobs.api.make_job(mech, score="projection", trials=TRIALS)
     assert len({first.audit_id, second.audit_id, named.audit_id}) == 3
 
 
@@ -70,6 +71,67 @@ def test_bad_score_objects_are_refused_by_name():
         dpaudit.audit(mech, score=["projection", "projection"], trials=TRIALS)
     with pytest.raises(ParameterError, match="did you mean 'gaussian'"):
         dpaudit.audit(mech, score="gausian", trials=TRIALS)
+
+
+class CountingScore:
+    """A user score that keeps a counter named ``fitted`` (state, not a capability flag) and no flag."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.fitted = 0
+        self.calls = []
+
+    def fit(self, pair, calibration_a, calibration_b, seed):
+        self.fitted += 1
+        self.calls.append((len(calibration_a), len(calibration_b)))
+        gap = np.asarray(calibration_b).mean(axis=0) - np.asarray(calibration_a).mean(axis=0)
+        return lambda outputs: np.asarray(outputs, dtype=float) @ gap
+
+
+def test_a_counter_named_fitted_does_not_stop_calibration():
+    # while the flag was read as getattr(score, "fitted", True), fitted = 0 meant "ignores calibration":
+    # fit received None (and this fit failed on len(None))
+    score = CountingScore()
+    result = dpaudit.audit(dpaudit.make("gaussian", sigma=1.0), score=score, trials=TRIALS, seed=3)
+    assert score.fitted == 1 and score.calls == [(TRIALS // 10, TRIALS // 10)]
+    assert result.attack["score"] == "counting"
+
+
+@pytest.mark.parametrize("member, value", [("needs_calibration", 0), ("needs_calibration", "yes"),
+                                           ("needs_calibration", None), ("applies", True), ("fit", 3)])
+def test_a_wrongly_typed_member_is_refused_by_name(member, value):
+    score = MeanGapScore()
+    setattr(score, member, value)
+    mech = dpaudit.make("gaussian", sigma=1.0)
+    message = rf"score 'mean-gap': {member} must be .*got {member}={re.escape(repr(value))}"
+    with pytest.raises(ParameterError, match=message):
+        dpaudit.audit(mech, score=score, trials=TRIALS)
+    with pytest.raises(ParameterError, match=message):  # the way into configs: a registered name
+        register_score(score)
+    assert "mean-gap" not in registered_scores() and score.calls == []
+
+
+def test_a_score_that_needs_no_calibration_is_fitted_on_none():
+    class Fixed(MeanGapScore):
+        name = "fixed"
+        needs_calibration = False
+
+        def fit(self, pair, calibration_a, calibration_b, seed):
+            self.calls.append((calibration_a, calibration_b))
+            return lambda outputs: np.asarray(outputs, dtype=float) @ np.asarray(pair.direction, dtype=float)
+
+    score = Fixed()
+    dpaudit.audit(dpaudit.make("gaussian", sigma=1.0), score=score, trials=2_000, seed=0)
+    assert score.calls and set(score.calls) == {(None, None)}  # never shown calibration outputs
+
+
+def test_the_former_flag_name_warns_and_is_not_read():
+    score = CountingScore()
+    score.fitted = False  # the flag's former name, as a bool: calibration outputs are passed all the same
+    with pytest.warns(DeprecationWarning, match="fitted=False, which is no longer read: the flag is needs_calibration"):
+        dpaudit.audit(dpaudit.make("gaussian", sigma=1.0), score=score, trials=2_000, seed=0)
+    assert score.calls == [(200, 200)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +198,15 @@ def test_estimator_names_must_be_new():
         dpaudit.audit(dpaudit.make("gaussian", sigma=1.0), estimators=[Clash()], trials=TRIALS)
 
 
+@pytest.mark.parametrize("member", ["plan", "finish"])
+def test_an_estimator_member_of_the_wrong_type_is_refused_by_name(member):
+    estimator = TotalVariation()
+    setattr(estimator, member, "median")
+    with pytest.raises(ParameterError, match=f"estimator 'total-variation': {member} must be a method, "
+                                             f"got {member}='median'"):
+        dpaudit.audit(dpaudit.make("gaussian", sigma=1.0), estimators=[estimator], trials=TRIALS)
+
+
 def test_the_default_portfolio_lists_every_candidate_and_the_one_that_certified():
     result = dpaudit.audit(dpaudit.make("laplace", scale=1.0), trials=TRIALS, seed=2)
     attack = result.attack
@@ -168,3 +239,12 @@ def test_dpaudit_check_looks_and_run_does_not(write_config, tmp_path, capsys):
     assert main(["run", str(config), "--store", str(tmp_path / "r.sqlite"), "--quiet", "--json"]) == 0
     ran = json.loads(capsys.readouterr().out)
     assert "sequential" not in ran and ran["empirical"]["confidence"] == 0.95
+
+
+def test_the_former_helper_names_warn_and_answer_from_the_new_flag():
+    from dpaudit.attacks.scores import get_score, is_fitted, score_fitted
+
+    with pytest.warns(DeprecationWarning, match="score_needs_calibration"):
+        assert is_fitted("gaussian") is True
+    with pytest.warns(DeprecationWarning, match="score_needs_calibration"):
+        assert score_fitted(get_score("projection")) is False

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import dpaudit
-from dpaudit.audit.search import EmptyDataset, candidate_pairs, search, special_values
+from dpaudit.audit.checks.search import EmptyDataset, candidate_pairs, search, special_values
 from dpaudit.cli import main
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 from dpaudit.mechanisms.errors import ParameterError

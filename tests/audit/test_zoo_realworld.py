@@ -16,8 +16,8 @@ import math
 import numpy as np
 import pytest
 
-from dpaudit.audit.zoo import REAL_WORLD, run_zoo
-from dpaudit.audit.zoo.realworld import analytic_sigma, classical_sigma
+from dpaudit.audit.checks.zoo import REAL_WORLD, run_zoo
+from dpaudit.audit.checks.zoo.realworld import analytic_sigma, classical_sigma
 from dpaudit.cli import main
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 
@@ -38,7 +38,7 @@ def test_dpaudit_zoo_catches_every_real_world_bug(capsys):
     assert main(["zoo", "--json", "--only", *names]) == 0
     document = json.loads(capsys.readouterr().out)
     assert len(document["variants"]) == len(REAL_WORLD) == 10 and document["failed"] == []
-    from dpaudit.audit.zoo.runner import ZooResult
+    from dpaudit.audit.checks.zoo.runner import ZooResult
 
     _check([ZooResult(**{k: v for k, v in entry.items() if k not in ("exceeds_claim", "status")})
             for entry in document["variants"]])
@@ -56,6 +56,19 @@ def test_the_entries_compute_what_they_say():
     # the analytic twin is the smallest sigma that meets (10, 1e-5), rounded up
     twin = analytic_sigma(10.0, 1e-5)
     assert float(gaussian_epsilon(1e-5, 1 / twin)) <= 10.0 < float(gaussian_epsilon(1e-5, 1 / (0.999 * twin)))
+
+
+@pytest.mark.parametrize("epsilon, delta, sensitivity", [(10.0, 1e-5, 1.0), (1.0, 1e-5, 1.0), (0.5, 1e-6, 2.0),
+                                                          (3.0, 1e-3, 0.7), (20.0, 1e-10, 1.0)])
+def test_analytic_sigma_from_dp_accounting_equals_the_bisection_on_the_exact_profile(epsilon, delta, sensitivity):
+    # the former implementation: bisection on mu over the project's exact Gaussian profile (Balle & Wang)
+    low, high = 1e-3, 1e3
+    for _ in range(200):
+        mid = math.sqrt(low * high)
+        low, high = (mid, high) if float(gaussian_epsilon(delta, mid)) <= epsilon else (low, mid)
+    sigma = analytic_sigma(epsilon, delta, sensitivity)
+    assert sigma == pytest.approx(sensitivity / low, rel=1e-8)
+    assert float(gaussian_epsilon(delta, sensitivity / sigma)) <= epsilon  # rounded up: the guarantee holds
     # the float twins release multiples of 2^-12 only; the bugs do not
     for variant in REAL_WORLD:
         if variant.name.startswith("float-"):

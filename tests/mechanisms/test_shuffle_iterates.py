@@ -12,7 +12,7 @@ from scipy.special import logsumexp
 
 import dpaudit
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.audit.ceiling import exact_ceiling, statistical_ceiling
+from dpaudit.audit.statistics.ceiling import exact_ceiling, statistical_ceiling
 from dpaudit.mechanisms.accounting.white_box import step_sums
 from dpaudit.mechanisms.errors import NotExact, ParameterError
 

@@ -43,8 +43,8 @@ def test_wheel_has_one_top_level_package(tmp_path):
     tops = {name.split("/")[0] for name in names}
     assert {top for top in tops if not top.endswith(".dist-info")} == {"dpaudit"}
     for expected in ("dpaudit/py.typed", "dpaudit/mechanisms/base.py", "dpaudit/attacks/canaries.py",
-                     "dpaudit/audit/runner.py", "dpaudit/reports/templates/report.html.j2",
-                     "dpaudit/mechanisms/accounting/builders/sgd.py", "dpaudit/audit/zoo/broken.py",
+                     "dpaudit/audit/jobs/runner.py", "dpaudit/reports/templates/report.html.j2",
+                     "dpaudit/mechanisms/accounting/builders/sgd.py", "dpaudit/audit/checks/zoo/broken.py",
                      "dpaudit/commands/run.py", "dpaudit/gallery/per_index/kernel_reset.toml"):
         assert expected in names, expected
     # every source folder with an __init__.py ships as a subpackage

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dpaudit.audit.config import parse_config
-from dpaudit.audit.runner import RunOptions
+from dpaudit.audit.jobs.config import parse_config
+from dpaudit.audit.jobs.runner import RunOptions
 from dpaudit.reports.render import render
 from tests.helpers import run_documents
 

@@ -1,6 +1,6 @@
 """Stop at the first certified violation: sound looks, and a float leak caught early with default settings.
 
-The looks are planned from the budget (``audit.sequential.plan_looks``) and each is certified at
+The looks are planned from the budget (``audit.statistics.sequential.plan_looks``) and each is certified at
 ``1 - beta / looks``; a union bound keeps the whole sequence at ``1 - beta``. The null test runs the
 looks of 200 seeded audits of a correct mechanism (vectorised: every seed's trials in one batched
 sample) and counts the seeds where any look certifies more than the exact epsilon of the instance.
@@ -15,9 +15,9 @@ import pytest
 
 import dpaudit
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.audit.confidence import Counts
-from dpaudit.audit.estimators import finish_epsilon, plan_epsilon
-from dpaudit.audit.sequential import plan_looks
+from dpaudit.audit.statistics.confidence import Counts
+from dpaudit.audit.statistics.estimators import finish_epsilon, plan_epsilon
+from dpaudit.audit.statistics.sequential import plan_looks
 from dpaudit.mechanisms.accounting.shuffle_exact import shuffled_rr_epsilon
 
 pytestmark = pytest.mark.statistical

@@ -70,7 +70,32 @@ class Assumptions:
         return diameter / (m.eta * m.sigma)
 
 
+#: Claims that compose the canary's own steps and need no contraction: they hold for any loss.
+COMPOSITION_CLAIMS = ("local-rdp", "local-rdp-composed")
+
+
+def without_contraction(mech, claims: list[Claim]) -> list[Claim]:
+    """For a loss that is not (known to be) convex, every claim but :data:`COMPOSITION_CLAIMS` marked not
+    applicable with the reason: amplification by iteration and E_gamma contraction need contractive steps
+    (docs/theory.md 10.4)."""
+    loss = mech.loss_function
+    if loss.function is not None:
+        reason = f"loss={mech.loss!r} is a loss of your own, not known to be convex and smooth (steps may expand)"
+    elif loss.strong_convexity < 0:
+        reason = (f"the {loss.name} loss is not convex: each step multiplies w by 1 + eta beta = "
+                  f"{1 + mech.eta * loss.smoothness:.6g} > 1, so steps expand and the contraction the bound "
+                  f"needs fails (docs/theory.md 10.4)")
+    else:
+        return claims
+    return [claim if claim.name in COMPOSITION_CLAIMS
+            else not_applicable(claim.name, claim.citation, claim.relation, reason, claim.index) for claim in claims]
+
+
 def pnsgd_claims(mech, index):
+    return without_contraction(mech, _pnsgd_claims(mech, index))
+
+
+def _pnsgd_claims(mech, index):
     a = Assumptions(mech)
     t = mech.n if index is None else int(index)
     if mech.noise == "laplace":
@@ -171,6 +196,10 @@ def _laplace_claims(mech, a: Assumptions, t: int) -> list[Claim]:
 
 
 def multi_epoch_claims(mech, index):
+    return without_contraction(mech, _multi_epoch_claims(mech, index))
+
+
+def _multi_epoch_claims(mech, index):
     a = Assumptions(mech)
     t = mech.n if index is None else int(index)
     reason = a.first_reason(a.gaussian_reason, a.lipschitz_reason, a.smooth_reason)

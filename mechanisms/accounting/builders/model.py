@@ -16,14 +16,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from dpaudit.mechanisms.accounting.builders.sgd import MTZ, WBK
+from dpaudit.mechanisms.accounting.builders.sgd import MTZ
 from dpaudit.mechanisms.accounting.claims import Claim, not_applicable, rdp_claim
 from dpaudit.mechanisms.accounting.last_iterate import MixtureLaws, count_mixture
-from dpaudit.mechanisms.accounting.rdp import (
-    DEFAULT_ORDERS,
-    subsampled_gaussian_rdp,
-    without_replacement_gaussian_rdp,
-)
+from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS, subsampled_gaussian_rdp
 from dpaudit.mechanisms.accounting.shuffled_batches import shuffled_claims
 from dpaudit.mechanisms.accounting.tight import pld_claim, wor_rdp_claim
 from dpaudit.mechanisms.kinds import SHUFFLED
@@ -50,10 +46,7 @@ def model_claims(mech) -> list[Claim]:
     else:
         relation = "replace-one"
         claims = [wor_rdp_claim("wor-rdp-thm27", dataset_size=mech.n_records, sample_size=mech.batch_size,
-                                noise_multiplier=sigma / 2, steps=steps),
-                  rdp_claim("wor-rdp", WBK, relation, DEFAULT_ORDERS,
-                            without_replacement_gaussian_rdp(DEFAULT_ORDERS, sample_rate=q, mu=2 / sigma,
-                                                             steps=steps))]
+                                noise_multiplier=sigma / 2, steps=steps)]
     if mech.convex:
         reason = (f"needs a smooth convex Lipschitz loss whose gradient steps are projected onto a bounded "
                   f"convex set; model={mech.model!r} is trained on clipped per-example gradients without "

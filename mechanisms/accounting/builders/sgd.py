@@ -4,7 +4,8 @@ Poisson sampling is analysed for add/remove neighbours (sensitivity of the
 averaged gradient ``L/m``), sampling without replacement for replace-one
 neighbours (sensitivity ``2L/m``). The first claim is always the tightest
 accountant (``accounting.tight``: PLD for Poisson sampling, WBK Thm 27 RDP
-without replacement); the paper's DP-LSSGD claim is compared with it.
+without replacement, which also gives the per-step RDP curve of the
+bounded-domain bound); the paper's DP-LSSGD claim is compared with it.
 """
 
 from __future__ import annotations
@@ -18,18 +19,14 @@ from dpaudit.mechanisms.accounting import iteration
 from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, not_applicable, rdp_claim
 from dpaudit.mechanisms.accounting.lssgd import lssgd_claim_condition, lssgd_claim_epsilon
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
-from dpaudit.mechanisms.accounting.rdp import (
-    DEFAULT_ORDERS,
-    subsampled_gaussian_rdp,
-    without_replacement_gaussian_rdp,
-)
+from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS, subsampled_gaussian_rdp
 from dpaudit.mechanisms.accounting.shuffled_batches import CHUA, GAUSSIAN_EPOCHS, shuffled_claims
 from dpaudit.mechanisms.accounting.subsampling import amplify_by_subsampling
 from dpaudit.mechanisms.kinds import SHUFFLED
-from dpaudit.mechanisms.accounting.tight import PLD_CITATION, WOR_CITATION, pld_claim, wor_rdp_claim
+from dpaudit.mechanisms.losses import NONCONVEX_LOSSES
+from dpaudit.mechanisms.accounting.tight import PLD_CITATION, WOR_CITATION, pld_claim, wor_gaussian_rdp, wor_rdp_claim
 
 MTZ = "Mironov, Talwar, Zhang 2019 (Poisson-subsampled Gaussian RDP), converted by CKS Prop. 12"
-WBK = "Wang, Balle, Kasiviswanathan 2019, Thm 9 (sampling without replacement), converted by CKS Prop. 12"
 NOTES = ("lecture notes: subsampling theorem (Balle et al. 2018) on the exact Gaussian step, "
          "composed over T steps (basic composition)")
 BOUNDED = "Altschuler & Talwar 2022 technique (bounded domain, many steps; docs/theory.md 2.4 [check])"
@@ -46,8 +43,8 @@ def _step_rdp(mech, orders, noise_std: float, steps: int):
     if mech.sampling == "poisson":
         return subsampled_gaussian_rdp(orders, sample_rate=mech.sample_rate,
                                        noise_multiplier=noise_std * mech.batch_size / L, steps=steps)
-    return without_replacement_gaussian_rdp(orders, sample_rate=mech.sample_rate,
-                                            mu=2 * L / (mech.batch_size * noise_std), steps=steps)
+    return wor_gaussian_rdp(orders, dataset_size=mech.n, sample_size=mech.batch_size,
+                            noise_multiplier=mech.batch_size * noise_std / (2 * L), steps=steps)
 
 
 def _tight_claim(mech) -> Claim:
@@ -76,14 +73,16 @@ def _build_sgd_claims(mech) -> list[Claim]:
     if mech.sampling in SHUFFLED:
         return _shuffled_sgd_claims(mech)
     relation = _relation(mech)
-    name, cite = ("sgm-rdp", MTZ) if mech.sampling == "poisson" else ("wor-rdp", WBK)
+    poisson = mech.sampling == "poisson"
     if not math.isfinite(loss.lipschitz):
         reason = f"the {loss.name} loss is not Lipschitz on K (domain={mech.domain!r})"
-        tight = ("sgm-pld", PLD_CITATION) if mech.sampling == "poisson" else ("wor-rdp-thm27", WOR_CITATION)
+        accountants = [("sgm-pld", PLD_CITATION), ("sgm-rdp", MTZ)] if poisson else [("wor-rdp-thm27", WOR_CITATION)]
         return [not_applicable(n, c, relation, reason) for n, c in (
-            tight, (name, cite), ("subsampling-composition", NOTES), ("bounded-domain-rdp", BOUNDED))]
-    claims = [_tight_claim(mech),
-              rdp_claim(name, cite, relation, DEFAULT_ORDERS, _step_rdp(mech, DEFAULT_ORDERS, mech.noise_std, mech.steps))]
+            *accountants, ("subsampling-composition", NOTES), ("bounded-domain-rdp", BOUNDED))]
+    # without replacement the tight claim is the RDP accountant itself (dp-accounting's, WBK Thm 27)
+    claims = [_tight_claim(mech)] + ([rdp_claim("sgm-rdp", MTZ, relation, DEFAULT_ORDERS,
+                                                _step_rdp(mech, DEFAULT_ORDERS, mech.noise_std, mech.steps))]
+                                     if poisson else [])
     factor = 1.0 if relation == "add-remove" else 2.0
     mu_step = factor * loss.lipschitz / (mech.batch_size * mech.noise_std)
     q, T = mech.sample_rate, mech.steps
@@ -99,6 +98,8 @@ def _build_sgd_claims(mech) -> list[Claim]:
     smooth = loss.smoothness == 0 or mech.eta <= 2 / loss.smoothness
     if mech.output == "iterates":
         claims.append(not_applicable("bounded-domain-rdp", BOUNDED, relation, ITERATES_RELEASED))
+    elif loss.name in NONCONVEX_LOSSES or loss.function is not None:
+        claims.append(not_applicable("bounded-domain-rdp", BOUNDED, relation, _not_convex(mech)))
     elif not math.isfinite(diameter):
         claims.append(not_applicable("bounded-domain-rdp", BOUNDED, relation, "K is unbounded (domain='whole')"))
     elif not smooth:
@@ -117,6 +118,14 @@ def _build_sgd_claims(mech) -> list[Claim]:
                                            steps=mech.steps, step_rdp=window_rdp, splits=24)
         claims.append(rdp_claim("bounded-domain-rdp", BOUNDED, relation, orders, rdp))
     return claims
+
+
+def _not_convex(mech) -> str:
+    """Why the amplification-by-iteration bound does not apply to a loss that is not (known to be) convex."""
+    if mech.loss_function.function is not None:
+        return f"loss={mech.loss!r} is a loss of your own, not known to be convex and smooth (steps may expand)"
+    return (f"the {mech.loss} loss is not convex: each step multiplies theta by 1 + eta beta > 1, so steps expand "
+            f"and the contraction the bound needs fails (docs/theory.md 10)")
 
 
 ITERATES_RELEASED = ("every iterate is released: this bound is for the last iterate alone (hidden intermediate "

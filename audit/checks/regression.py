@@ -1,0 +1,89 @@
+"""Privacy regression tests: ``assert_private`` raises when an audit certifies a violation.
+
+A correct implementation fails such a test with probability at most
+``1 - confidence`` (the certified bound is a valid lower bound), so a suite
+of ``K`` audits has a controlled false-alarm rate: at most ``K (1 - confidence)``,
+or ``1 - confidence`` overall when the pytest plugin splits it (``--dp-audit-split``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpaudit.attacks.canaries import CanarySpec
+from dpaudit.audit.jobs.api import audit
+from dpaudit.mechanisms.base import Mechanism
+from dpaudit.mechanisms.validation import check_real
+
+__all__ = ["PrivacyViolation", "assert_private"]
+
+
+class PrivacyViolation(AssertionError):
+    """An audit certified that a mechanism is less private than claimed."""
+
+
+def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, dataset_pair=None,
+                   canary: CanarySpec | None = None, trials: int = 100_000, confidence: float = 0.95,
+                   seed: int = 0, score: Any = None, chunk_size: int | None = None) -> dict[str, Any]:
+    """Audit ``mechanism`` against the claim ``(epsilon, delta)``; raise if a violation is certified.
+
+    The audit looks at the data after 1, 2, 4, ... certification chunks (planned from ``trials`` before
+    any data are seen), spends ``1 - confidence`` over those looks and stops at the first certified
+    violation (``audit.statistics.sequential``); a correct mechanism runs its whole budget.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        A registered mechanism, or one wrapped with ``mechanisms.from_callable``.
+    epsilon, delta : float
+        The claimed guarantee.
+    dataset_pair : (array_like, array_like), optional
+        Neighbouring datasets ``(S, S')``; default: the mechanism's tightest canary
+        (the first of its ``canary_kinds``) at its last position.
+    trials : int
+        Trials per dataset (10% calibrate the threshold and any fitted score).
+    confidence : float
+        A correct mechanism fails with probability at most ``1 - confidence``.
+    chunk_size : int, optional
+        Trials per chunk, the unit between looks (default ``trials // 64``, between 1,000 and 10,000,
+        so that about six looks are planned: the first after about 1.5% of the budget).
+    score : str, Score or list of them, optional
+        A score's name, a score object, or a list of either (a portfolio, one chosen on calibration
+        trials). Default ``"auto"``: every registered score that applies, one chosen on calibration trials.
+
+    Returns
+    -------
+    dict
+        The certified bounds and the claim, when no violation is certified.
+
+    Raises
+    ------
+    PrivacyViolation
+        With the certified bound, the claim, the confidence and how to reproduce.
+    """
+    __tracebackhide__ = True  # pytest shows the message, not this helper's frames
+    epsilon = check_real("epsilon", epsilon, nonnegative=True)
+    if chunk_size is None:
+        chunk_size = min(10_000, max(1_000, trials // 64))
+    result = audit(mechanism, dataset_pair=dataset_pair, canary=canary, score=score, trials=trials,
+                   delta=delta, confidence=confidence, seed=seed, sequential=True, claimed_epsilon=epsilon,
+                   chunk_size=chunk_size)
+    bound = result.epsilon_lower_bound
+    chosen = result.attack["score"]
+    looks = result.sequential
+    summary = {
+        "mechanism": mechanism.label, "claimed_epsilon": epsilon, "delta": delta,
+        "epsilon_lower_bound": bound, "mu_lower_bound": result.empirical.mu_lower_bound,
+        "confidence": confidence, "trials": trials, "seed": seed, "score": chosen, "violation": bound > epsilon,
+        "trials_used": looks.get("trials_used", trials), "looks": looks,
+    }
+    if bound > epsilon:
+        raise PrivacyViolation(
+            f"{summary['mechanism']} is not ({epsilon:g}, {delta:g})-DP: certified epsilon >= {bound:.4f} "
+            f"at delta={delta:g} with confidence {confidence:g} ({summary['trials_used']} of {trials} trials per "
+            f"dataset, stopped at look {looks.get('stopped_at_look', 1)} of {looks.get('looks_planned', 1)}, "
+            f"score {chosen!r}, "
+            f"{result.canary['kind']} canary, {result.canary['relation']}). Reproduce with "
+            f"assert_private(..., trials={trials}, seed={seed}, confidence={confidence:g}, "
+            f"chunk_size={chunk_size}).")
+    return summary

@@ -1,0 +1,104 @@
+"""Audits from Python: :func:`audit` runs one audit in memory and returns its result.
+
+It builds an :class:`~dpaudit.audit.jobs.job.AuditJob` and runs it through the
+same runner as ``dpaudit run`` (an in-memory store, one worker by default),
+so an audit from Python and one from a config with the same seed and chunk
+size certify the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dpaudit.attacks.canaries import CanaryPair, CanarySpec
+from dpaudit.audit.jobs.job import make_job
+from dpaudit.audit.jobs.result import AuditResult
+from dpaudit.audit.jobs.runner import RunOptions, run_audits
+from dpaudit.audit.jobs.store import MEMORY
+from dpaudit.mechanisms.base import Mechanism
+from dpaudit.mechanisms.errors import ParameterError
+
+__all__ = ["audit", "make_job"]
+
+
+def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
+          dataset_pair: Sequence[Any] | None = None, canary: CanarySpec | Mapping[str, Any] | None = None,
+          index: Any = None, score: Any = None, title: str | None = None, store: str = MEMORY,
+          workers: int = 1, progress: bool = False, estimators: Sequence[Any] = (), sequential: bool = False,
+          claimed_epsilon: float | None = None, search: Mapping[str, Any] | bool | None = None,
+          **settings: Any) -> AuditResult:
+    """Audit ``mechanism`` and return the :class:`AuditResult`.
+
+    Parameters
+    ----------
+    mechanism : Mechanism, optional
+        A built-in mechanism (``dpaudit.make``), a subclass of your own, or
+        a function wrapped with ``dpaudit.from_callable``.
+    pair : CanaryPair, optional
+        A ready neighbouring pair (its mechanism is audited).
+    dataset_pair : (array_like, array_like), optional
+        Neighbouring datasets ``(S, S')`` for a mechanism without canaries
+        (e.g. ``from_callable``).
+    canary : CanarySpec or mapping, optional
+        The canary (default: the mechanism's own tightest, at its last position).
+    index : int, list of int or "all", optional
+        Canary position(s), 1-based; overrides ``canary.index``.
+    score : str, Score or list of them, optional
+        A registered score's name (``dpaudit.attacks.scores.SCORES``), a score object of the
+        ``dpaudit.attacks.scores.Score`` protocol (``name`` and ``fit(pair, calibration_a,
+        calibration_b, seed)``; it need not be registered), or a list of either: a portfolio, of which
+        one score is chosen on calibration trials (docs/theory.md 3.6). Default ``"auto"``: every
+        registered score that applies (projection, gaussian, logistic, mlp, float-bits, exact, the
+        model scores, and any score another module registers).
+    estimators : sequence of Estimator, optional
+        Estimators run after the built-ins (``dpaudit.audit.statistics.certify.Estimator``: ``name``, ``plan``,
+        ``finish``); each shows in ``result.empirical.estimates`` and the reports.
+    sequential : bool
+        Look at the data after 1, 2, 4, ... certification chunks (planned from the budget), each look
+        at confidence ``1 - beta / looks``, and stop at the first certified violation
+        (``result.sequential`` records the looks).
+    claimed_epsilon : float, optional
+        A claim to stop at as well (a certified bound above it is a violation of the caller's claim).
+    search : bool or mapping, optional
+        Search for the neighbouring pair instead of taking one (``dpaudit.search``, docs/theory.md
+        3.8): ``True``, or a mapping of its options (``record_domain``, ``thresholds``,
+        ``screen_trials``, ...). The result is the certifying audit of the strongest pair; the
+        screening table is :func:`dpaudit.search`'s.
+    store : str
+        ``":memory:"`` (default) or an SQLite file to keep and reuse chunks.
+    workers : int
+        Worker processes (default 1: in this process).
+    **settings
+        ``trials``, ``delta``, ``confidence``, ``seed``, ``threshold``,
+        ``chunk_size``, ``calibration_fraction`` (defaults as in configs).
+
+    Returns
+    -------
+    AuditResult
+
+    Examples
+    --------
+    >>> import dpaudit
+    >>> result = dpaudit.audit(dpaudit.make("gaussian", sigma=2.0), trials=20_000)  # doctest: +SKIP
+    >>> result.verdict, round(result.epsilon_lower_bound, 2)                        # doctest: +SKIP
+    ('consistent', 0.94)
+    """
+    if search:
+        given = [name for name, value in (("pair", pair), ("dataset_pair", dataset_pair), ("canary", canary),
+                                          ("index", index), ("estimators", estimators)) if value]
+        if given or sequential or store != MEMORY or workers != 1:
+            raise ParameterError(f"search chooses the pair itself and runs in memory; it takes no "
+                                 f"{', '.join(given) or 'sequential, store or workers'}")
+        from dpaudit.audit.checks.search import search as search_pairs
+
+        unknown = sorted(set(settings) - {"trials", "delta", "confidence", "seed"})
+        if unknown:
+            raise ParameterError(f"search takes the settings trials, delta, confidence and seed, got {unknown[0]!r}")
+        options = dict(search) if isinstance(search, Mapping) else {}
+        return search_pairs(mechanism, score=score, title=title, epsilon=claimed_epsilon, **options,
+                            **settings).result
+    job = make_job(mechanism, pair=pair, dataset_pair=dataset_pair, canary=canary, index=index, score=score,
+                   title=title, estimators=estimators, sequential=sequential, claimed_epsilon=claimed_epsilon,
+                   **settings)
+    return run_audits([job], RunOptions(store=str(store), workers=workers, progress=progress))[0]

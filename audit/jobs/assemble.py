@@ -1,0 +1,163 @@
+"""Build the :class:`~dpaudit.audit.jobs.result.AuditResult` of one audit from its scores: the one place it is made.
+
+With ``K`` canary positions each position is certified at confidence
+``1 - beta / K`` (a union bound), so that every per-index statement, and the
+top-level verdict "some index violates a claim", hold simultaneously at the
+audit's confidence ``1 - beta``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpaudit.attacks.canaries import CanaryPair
+from dpaudit.audit.statistics.ceiling import exact_ceiling
+from dpaudit.audit.statistics.certify import PROFILE_EPSILONS
+from dpaudit.audit.jobs.fingerprint import code_version
+from dpaudit.audit.jobs.job import AuditJob
+from dpaudit.audit.jobs.result import AuditResult, ClaimEntry, Empirical, IndexResult
+from dpaudit.audit.jobs.streaming import ScoreSource, certify_source
+from dpaudit.audit.checks.verdict import combine, compare
+from dpaudit.mechanisms.accounting.claims import evaluate_claims
+from dpaudit.mechanisms.errors import NotExact
+from dpaudit.mechanisms.hooks import ScoreLaw
+
+__all__ = ["assemble", "claim_entries"]
+
+
+def _exact(pair: CanaryPair, delta: float, certified: int, confidence: float) -> tuple[ClaimEntry, float] | None:
+    """The exact value of a one-dimensional instance and its statistical ceiling (docs/theory.md 3.4, 5)."""
+    from dpaudit.mechanisms.accounting.instances import (
+        exact_delta_curve,
+        exact_epsilon,
+        exact_laws,
+        likelihood_ratio_law,
+    )
+
+    try:  # the accountant remembers each instance's laws and values (audits of one pair come in runs)
+        laws = exact_laws(pair.mechanism, pair.dataset_a, pair.dataset_b)
+    except NotExact:
+        return None
+    value = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, delta, laws=laws)
+    ceiling = exact_ceiling(*likelihood_ratio_law(laws), trials=certified, delta=delta, confidence=confidence)
+    claim = ClaimEntry(
+        name="exact-instance", citation="numerical E_gamma of this instance (docs/theory.md 5, exact1d)",
+        relation=str(pair.relation), kind="exact-instance", applicable=True, reason="", index=pair.index,
+        epsilon=value if value != float("inf") else None, delta=delta,
+        notes=("the exact value of this instance (a lower bound on the worst case), not a guarantee",),
+        profile={"epsilons": list(PROFILE_EPSILONS),
+                 "deltas": exact_delta_curve(pair.mechanism, pair.dataset_a, pair.dataset_b, PROFILE_EPSILONS,
+                                             laws=laws).tolist()})
+    return claim, ceiling
+
+
+def _law_ceiling(pair: CanaryPair, delta: float, certified: int, confidence: float) -> tuple[float | None, str]:
+    """The ceiling from the mechanism's own law of its exact score (``score_law``: e.g. every DP-SGD iterate),
+    and how that law was obtained ("" when exact)."""
+    try:
+        law = pair.mechanism.score_law(pair.dataset_a, pair.dataset_b)
+    except NotExact:
+        return None, ""
+    source = law.source if isinstance(law, ScoreLaw) and law.source != "exact" else ""
+    return exact_ceiling(*law, trials=certified, delta=delta, confidence=confidence), source
+
+
+def claim_entries(mechanism, index: int | None, delta: float, pair: CanaryPair | None = None) -> list[ClaimEntry]:
+    """Every claim evaluated at ``delta``, with its profile on ``PROFILE_EPSILONS`` (a ``pair`` whose canary the
+    mechanism's claims do not describe, such as a scheduled canary, brings its own: ``pair_claims``)."""
+    claim_objects = mechanism.claims(index=index)
+    if pair is not None:
+        own = mechanism.pair_claims(pair.dataset_a, pair.dataset_b, str(pair.relation), claim_objects)
+        claim_objects = claim_objects if own is None else own
+    entries = evaluate_claims(claim_objects, delta=delta)
+    return [entry.replace(profile=claim.profile(PROFILE_EPSILONS)) if entry.applicable else entry
+            for claim, entry in zip(claim_objects, entries)]
+
+
+def _index_result(job: AuditJob, pair: CanaryPair, source: ScoreSource, confidence: float,
+                  trials: int) -> IndexResult:
+    settings = job.settings
+    certification = certify_source(source, delta=settings.delta, confidence=confidence,
+                                   threshold=settings.threshold, estimators=job.estimators)
+    claims = claim_entries(job.mechanism, pair.index, settings.delta, pair)
+    exact = _exact(pair, settings.delta, certification.trials["a"], confidence)
+    if exact is not None:
+        claims.append(exact[0])
+    empirical = Empirical.from_certification(certification, trials)
+    judged = compare(empirical.epsilon_lower_bound, claims, pair.relation)
+    ceiling, source = (exact[1], "") if exact else _law_ceiling(pair, settings.delta, certification.trials["a"],
+                                                                 confidence)
+    return IndexResult(
+        index=pair.index, empirical=empirical, claims=judged.with_slack(claims),
+        verdict=judged.verdict, verdict_reason=judged.reason, violations=judged.violations,
+        tightness=judged.tightness, distributions=certification.distributions,
+        ceiling=ceiling, ceiling_source=source, theory_slack=judged.theory_slack())
+
+
+def _attack(job: AuditJob, chosen: dict[int, str] | None, candidates: dict[int, tuple] | None) -> dict[str, Any]:
+    """The ``attack`` table: the score that certified (``score``) and, for a portfolio, every candidate."""
+    table = job.attack_table()
+    if len(job.scores) > 1:
+        names = sorted(set((chosen or {}).values()))
+        table["requested"] = job.description.get("attack", {}).get("score")
+        table["candidates"] = list(job.score_names)
+        table["score"] = names[0] if len(names) == 1 else names
+        table["portfolio"] = [{"index": index or None, **candidate.to_dict()}
+                              for index, rows in sorted((candidates or {}).items()) for candidate in rows]
+    return table
+
+
+def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str, Any],
+             store: str | None = None, chosen: dict[int, str] | None = None,
+             candidates: dict[int, tuple] | None = None, confidence: float | None = None,
+             trials: int | None = None, sequential: dict[str, Any] | None = None) -> AuditResult:
+    """Certify every canary position, evaluate claims and verdicts, and build the result.
+
+    Parameters
+    ----------
+    job : AuditJob
+    scores : dict
+        Per canary position (``index or 0``): its scores (``audit.jobs.streaming.ScoreSource``); the
+        certification scores are read one chunk at a time.
+    timings : dict
+        At least ``seconds``.
+    store : str, optional
+        Where the chunks are stored.
+    chosen, candidates : dict, optional
+        Per canary position: the score that certified and, for a portfolio, every candidate's
+        calibration strength (``audit.statistics.portfolio``).
+    confidence : float, optional
+        The confidence this certification is made at (default the audit's; a look of a sequential
+        audit spends ``1 - confidence`` of it, ``audit.statistics.sequential``).
+    trials : int, optional
+        Trials per dataset used (default the audit's; fewer when a sequential audit stopped early).
+    sequential : dict, optional
+        The looks' record (``Looks.record``), kept in the result.
+    """
+    settings = job.settings
+    beta = 1 - (settings.confidence if confidence is None else confidence)
+    per_index_confidence = 1 - beta / len(job.pairs)
+    pairs = sorted(job.pairs, key=lambda p: p.index or 0)
+    used = settings.trials if trials is None else trials
+    per_index = tuple(_index_result(job, pair, scores[pair.index or 0], per_index_confidence, used)
+                      for pair in pairs)
+    top = max(per_index, key=lambda row: row.empirical.epsilon_lower_bound)
+    verdict = combine([row.verdict for row in per_index])
+    violations = sorted({f"{name}@{row.index}" if row.index is not None else name
+                         for row in per_index for name in row.violations})
+    first = pairs[0]
+    canary = {**job.description.get("canary", {}), "kind": first.kind, "relation": str(first.relation),
+              "indices": [row.index for row in per_index]}
+    empirical = top.empirical.replace(index=top.index, confidence=settings.confidence,
+                                      per_index_confidence=per_index_confidence)
+    return AuditResult(
+        audit_id=job.audit_id, title=job.title,
+        mechanism={"name": job.mechanism.name, "params": job.mechanism.params,
+                   "inapplicable": sorted(job.mechanism.inapplicable()),
+                   "release_grid": job.mechanism.release_grid}, canary=canary,
+        attack=_attack(job, chosen, candidates), audit=settings.to_dict(),
+        seed=settings.seed, code_version=code_version(), code_fingerprint=job.code_fingerprint,
+        config_source=job.source, empirical=empirical, claims=top.claims, per_index=per_index, verdict=verdict,
+        verdict_reason=(top.verdict_reason if verdict != "violation" else "violated claims: " + ", ".join(violations)),
+        violations=tuple(violations), tightness=top.tightness, timings=timings, store=store,
+        theory_slack=top.theory_slack, sequential=sequential or {})

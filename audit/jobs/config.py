@@ -1,0 +1,360 @@
+"""Audit configs in TOML: validation, defaults, sweeps and a stable hash.
+
+A config has an optional top-level ``title`` and the tables ``[mechanism]``
+(``name`` plus the mechanism's parameters), ``[canary]``, ``[attack]``,
+``[audit]`` and an optional ``[sweep]`` whose lists expand into one audit
+per combination. Configs are data: parsing never executes code.
+
+Errors are :class:`ConfigError` (a ``ParameterError``) naming the file, the
+table, the key and the value.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import numbers
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from dpaudit import mechanisms
+from dpaudit.attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
+from dpaudit.attacks.scores import AUTO, SCORES, get_score, score_needs_calibration
+from dpaudit.audit.statistics.budget import MAX_SWEEP, Estimate, check_budget
+from dpaudit.audit.jobs.job import AUDIT_DEFAULTS, AuditJob, AuditSettings, check_setting
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import suggestion
+
+__all__ = ["AuditConfig", "ConfigError", "load_configs", "parse_config"]
+
+TABLES = ("mechanism", "canary", "attack", "audit", "sweep")
+CANARY_DEFAULTS: dict[str, Any] = {
+    "kind": None, "index": None, "background": None, "pair": None, "direction": None, "seed": 0,
+}
+#: Keys of a scheduled canary (``attacks.schedules``): kept in the resolved config only when given, so the
+#: ids of audits without a schedule do not change.
+SCHEDULE_KEYS = ("every", "steps", "directions")
+ATTACK_DEFAULTS: dict[str, Any] = {"score": AUTO}  # every registered score that applies (a portfolio)
+
+
+class ConfigError(ParameterError):
+    """An audit config is malformed; the message names table, key and value."""
+
+
+class AuditConfig:
+    """A validated, resolved audit (one combination of a sweep)."""
+
+    def __init__(self, resolved: dict[str, Any], source: str) -> None:
+        self.resolved = resolved
+        self.source = source
+        self.mechanism = mechanisms.make(resolved["mechanism"]["name"], **{
+            k: v for k, v in resolved["mechanism"].items() if k != "name"})
+        canary = dict(resolved["canary"])
+        self.canary = CanarySpec(**canary)
+        resolved["canary"]["pair"] = self.canary.pair_for(self.mechanism)  # None: the mechanism's default
+        self.score = resolved["attack"]["score"]
+        self.audit = resolved["audit"]
+        self.title = resolved.get("title") or f"{self.mechanism.name} audit"
+
+    def job(self, *, sequential: bool = False) -> AuditJob:
+        """The audit to run: one canary pair per position the config asks for (``sequential``: stop at the
+        first certified violation, ``dpaudit check``)."""
+        try:
+            pairs = tuple(self.canary.build(self.mechanism, t) for t in self.canary.indices(self.mechanism))
+        except ParameterError as exc:
+            raise ConfigError(f"{self.source}: [canary] {exc}") from None
+        description = {key: self.resolved[key] for key in ("mechanism", "canary", "attack")}
+        return AuditJob(self.mechanism, pairs, self.score, AuditSettings(**self.audit), self.title,
+                        description, self.source, sequential=sequential)
+
+    def check_budget(self, *, workers: int = 1, max_memory: int | None = None,
+                     store: str | None = None) -> Estimate:
+        """Refuse (``ConfigError`` naming the parameter) an audit that cannot fit the machine, before
+        any dataset is built (``audit.statistics.budget``)."""
+        settings = AuditSettings(**self.audit)
+        try:
+            return check_budget(self.mechanism, self.canary.count(self.mechanism), settings, workers=workers,
+                                max_memory=max_memory, store=store,
+                                fitted=isinstance(self.score, list) or self.score == AUTO
+                                or score_needs_calibration(get_score(self.score)))
+        except ParameterError as exc:
+            raise ConfigError(f"{self.source}: {exc}") from None
+
+    @property
+    def audit_id(self) -> str:
+        """The id of :meth:`job` (config, datasets and code fingerprint)."""
+        return self.job().audit_id
+
+    def with_trials(self, trials: int) -> "AuditConfig":
+        """The same audit with another trial count (``--trials``)."""
+        resolved = copy.deepcopy(self.resolved)
+        resolved["audit"]["trials"] = _check_audit_key("trials", trials, self.source)
+        return AuditConfig(resolved, self.source)
+
+
+def _fail(source: str, table: str, key: str, message: str) -> ConfigError:
+    where = f"[{table}] {key}" if key else f"[{table}]"
+    return ConfigError(f"{source}: {where}: {message}")
+
+
+def _check_audit_key(key: str, value: Any, source: str) -> Any:
+    if key not in AUDIT_DEFAULTS:
+        raise _fail(source, "audit", key,
+                    f"unknown key (valid: {', '.join(AUDIT_DEFAULTS)}){suggestion(key, AUDIT_DEFAULTS)}")
+    try:
+        return check_setting(key, value)
+    except ParameterError as exc:
+        message = str(exc).removeprefix(f"{key} ")
+        raise _fail(source, "audit", key, message) from None
+
+
+def _with_defaults(raw: dict[str, Any], table: str, defaults: dict[str, Any], source: str) -> dict[str, Any]:
+    """``defaults`` overridden by the table's keys; an unknown key is an error naming it."""
+    values = dict(defaults)
+    for key, value in raw.get(table, {}).items():
+        if key not in defaults:
+            raise _fail(source, table, key, f"unknown key (valid: {', '.join(defaults)}){suggestion(key, defaults)}")
+        values[key] = value
+    return values
+
+
+MAX_CONFIG_BYTES = 2**24  #: 16 MiB
+INT_LIMIT = 2**63 - 1  #: the largest integer the code can index with (int64)
+MAX_DEPTH = 4  #: lists in lists deeper than this are not a parameter of any mechanism
+MAX_ITEMS = 10**6  #: items in one list
+
+
+def _check_values(raw: dict[str, Any], source: str) -> None:
+    """Refuse integers beyond int64, deep nesting and huge lists, naming the key (before anything is built)."""
+    def walk(value: Any, table: str, key: str, depth: int) -> None:
+        if isinstance(value, dict):
+            if depth > 1:
+                hint = f'; quote dotted keys: "{key}.{next(iter(value), "key")}" = [...]' if table == "sweep" else ""
+                raise _fail(source, table, key, f"must not be a table{hint}")
+            for name, item in value.items():
+                walk(item, table if depth else name, name if depth else "", depth + 1)
+        elif isinstance(value, list):
+            if depth - 1 > MAX_DEPTH:
+                raise _fail(source, table, key, f"lists are nested more than {MAX_DEPTH} deep")
+            if len(value) > MAX_ITEMS:
+                raise _fail(source, table, key, f"a list of {len(value)} items, more than {MAX_ITEMS}")
+            for item in value:
+                walk(item, table, key, depth + 1)
+        elif isinstance(value, numbers.Integral) and not isinstance(value, bool) and abs(value) > INT_LIMIT:
+            raise _fail(source, table, key, f"the integer {str(value)[:30]} is beyond what can be indexed "
+                                            f"(at most {INT_LIMIT})")
+    walk(raw, "", "", 0)
+
+
+def _resolve(raw: dict[str, Any], source: str) -> dict[str, Any]:
+    unknown = [key for key in raw if key not in TABLES + ("title",)]
+    if unknown:
+        raise ConfigError(f"{source}: unknown table or key {unknown[0]!r} "
+                          f"(valid: title, {', '.join('[' + t + ']' for t in TABLES)})")
+    title = raw.get("title")
+    if title is not None and not isinstance(title, str):
+        raise ConfigError(f"{source}: title must be a string, got title={title!r}")
+    for table in TABLES:
+        if table in raw and not isinstance(raw[table], dict):
+            raise ConfigError(f"{source}: {table} must be a table [{table}], got {raw[table]!r}")
+    mechanism = _user_loss_path(dict(raw.get("mechanism", {})), source)
+    if "name" not in mechanism:
+        raise _fail(source, "mechanism", "name", f"missing (one of {', '.join(sorted(mechanisms.registered()))})")
+    canary = _canary_table(raw, source)
+    if canary["kind"] is not None and canary["kind"] not in CANARY_KINDS:
+        raise _fail(source, "canary", "kind", f"must be one of {', '.join(CANARY_KINDS)}, got kind={canary['kind']!r}"
+                    f"{suggestion(canary['kind'], CANARY_KINDS)}")
+    if canary["pair"] is not None and canary["pair"] not in PAIRS:
+        raise _fail(source, "canary", "pair", f"must be one of {', '.join(PAIRS)}, got pair={canary['pair']!r}")
+    attack = _with_defaults(raw, "attack", ATTACK_DEFAULTS, source)
+    chosen = attack["score"]
+    if isinstance(chosen, list) and chosen and len(set(map(str, chosen))) == len(chosen):
+        names = chosen  # a portfolio: one is chosen on calibration trials
+    elif isinstance(chosen, list):
+        raise _fail(source, "attack", "score", f"a list of scores must be non-empty and distinct, got score={chosen!r}")
+    else:
+        names = [] if chosen == AUTO else [chosen]
+    for name in names:
+        if not isinstance(name, str) or name not in SCORES:
+            raise _fail(source, "attack", "score", f"must be one of {', '.join(SCORES)}, a list of them, or "
+                        f"{AUTO!r} (every one that applies), got "
+                        f"score={name!r}{suggestion(name, SCORES) if isinstance(name, str) else ''}")
+    audit = dict(AUDIT_DEFAULTS)
+    for key, value in raw.get("audit", {}).items():
+        audit[key] = _check_audit_key(key, value, source)
+    resolved = {"title": title, "mechanism": mechanism, "canary": canary, "attack": attack, "audit": audit}
+    return resolved
+
+
+def _user_loss_path(mechanism: dict[str, Any], source: str) -> dict[str, Any]:
+    """A ``loss = "FILE.py:NAME"`` with a relative path, made absolute from the config's folder (loaded and
+    checked with ``user_code.load_object``, ``base`` the folder): the audit is the same from any working
+    directory."""
+    from dpaudit.mechanisms.user_code import load_object, parse_spec
+    from dpaudit.mechanisms.user_loss import is_user_loss
+
+    spec = mechanism.get("loss")
+    if not is_user_loss(spec):
+        return mechanism
+    try:
+        path, name = parse_spec(spec, parameter="loss")
+        base = Path(source).resolve().parent
+        load_object(spec, parameter="loss", base=base)
+    except ParameterError as exc:
+        raise _fail(source, "mechanism", "loss", str(exc).removeprefix("loss: ")) from None
+    if path.endswith(".py") and not Path(path).expanduser().is_absolute():
+        mechanism["loss"] = f"{(base / path).resolve()}:{name}"
+    return mechanism
+
+
+def _canary_table(raw: dict[str, Any], source: str) -> dict[str, Any]:
+    """The ``[canary]`` table with its defaults, plus the schedule keys that were given (``every``, ``steps``,
+    ``directions``; checked by ``CanarySpec``)."""
+    table = raw.get("canary", {})
+    schedule = {key: table[key] for key in SCHEDULE_KEYS if key in table}
+    others = {key: value for key, value in table.items() if key not in SCHEDULE_KEYS}
+    try:
+        canary = _with_defaults({"canary": others}, "canary", CANARY_DEFAULTS, source)
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace("(valid: ", f"(valid: {', '.join(SCHEDULE_KEYS)}, ", 1)) from None
+    return {**canary, **schedule}
+
+
+def _expand_sweep(raw: dict[str, Any], source: str) -> list[tuple[dict[str, Any], str]]:
+    """Every combination of the ``[sweep]`` lists, with a label naming its swept values."""
+    sweep = raw.get("sweep", {})
+    if not sweep:
+        return [(raw, "")]
+    keys, lists = [], []
+    for key, values in sweep.items():
+        if not isinstance(values, list) or not values:
+            raise _fail(source, "sweep", key, f"must be a non-empty list, got {key}={values!r}")
+        table, _, name = key.rpartition(".")
+        table = table or "mechanism"
+        if table not in ("mechanism", "canary", "attack", "audit"):
+            raise _fail(source, "sweep", key, "must name a mechanism parameter or table.key")
+        keys.append((table, name))
+        lists.append(values)
+    combinations = math.prod(len(values) for values in lists)
+    if combinations > MAX_SWEEP:
+        sizes = " x ".join(str(len(values)) for values in lists)
+        raise _fail(source, "sweep", "", f"{sizes} = {combinations} combinations, more than {MAX_SWEEP}; "
+                                         f"split the sweep into several configs")
+    combos = []
+    for values in itertools.product(*lists):
+        variant = copy.deepcopy({k: v for k, v in raw.items() if k != "sweep"})
+        for (table, name), value in zip(keys, values):
+            variant.setdefault(table, {})[name] = value
+        label = ", ".join(f"{key}={value}" for key, value in zip(sweep, values))
+        combos.append((variant, label))
+    return combos
+
+
+def parse_config(raw: dict[str, Any], source: str = "<config>") -> list[AuditConfig]:
+    """Validate a parsed TOML document; one :class:`AuditConfig` per sweep combination.
+
+    Every key is used or refused: unknown keys, keys that do not apply to
+    the chosen mechanism (``scale`` with Gaussian noise, ``radius`` on a box),
+    a canary index on a mechanism without positions, a position listed twice
+    and a canary ``seed`` without a random background are errors naming the
+    key.
+    """
+    _check_values(raw, source)
+    configs = []
+    for variant, label in _expand_sweep(raw, source):
+        resolved = _resolve(variant, source)
+        try:
+            config = AuditConfig(resolved, source)
+            _check_applicable(config, variant, source)
+            if config.canary.index != "all" or not config.mechanism.has_positions:
+                config.canary.indices(config.mechanism)  # validates the index against n (without listing "all")
+            if config.canary.scheduled:  # the schedule against the run: steps, directions, kind, pair
+                config.canary.build(config.mechanism, None)
+        except ParameterError as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"{source}: {_table_of(exc)}{exc}") from None
+        # fill the mechanism's defaults so the hash covers every parameter
+        resolved["mechanism"] = {"name": config.mechanism.name, **config.mechanism.params}
+        if label:  # sweep audits are told apart by their swept values
+            resolved["title"] = f"{config.title} ({label})"
+        resolved["canary"]["direction"] = (list(config.canary.direction)
+                                           if isinstance(config.canary.direction, tuple) else config.canary.direction)
+        _plain_schedule(resolved["canary"], config)
+        configs.append(AuditConfig(resolved, source))
+    return configs
+
+
+def _plain_schedule(canary: dict[str, Any], config: AuditConfig) -> None:
+    """The schedule keys as plain lists (JSON and the config hash)."""
+    if "steps" in canary:
+        canary["steps"] = list(config.canary.steps)
+    if "directions" in canary:
+        canary["directions"] = [list(row) for row in config.canary.directions]
+
+
+def _check_applicable(config: AuditConfig, raw: dict[str, Any], source: str) -> None:
+    """Keys the user gave that would have no effect are errors naming them."""
+    unused = config.mechanism.inapplicable()
+    for key in raw.get("mechanism", {}):
+        if key in unused:
+            raise _fail(source, "mechanism", key, f"does not apply to {config.mechanism.name} here "
+                                                  f"({unused[key]}); remove it")
+    canary = raw.get("canary", {})
+    if "seed" in canary and config.canary.background != "random":
+        raise _fail(source, "canary", "seed", f"seeds a random background only, but background="
+                                              f"{config.canary.background!r}; remove it")
+    if "direction" in canary and isinstance(config.canary.direction, tuple):
+        dim = config.mechanism.canary_dim
+        if len(config.canary.direction) != dim:
+            raise _fail(source, "canary", "direction", f"must have {dim} numbers (the canary dimension of "
+                                                       f"{config.mechanism.name}), got {len(config.canary.direction)}")
+
+
+def _table_of(exc: Exception) -> str:
+    text = str(exc)
+    if text.startswith("canary"):
+        return "[canary] "
+    return "[mechanism] "
+
+
+def _deep_key(text: str) -> str:
+    """``[table] key`` of the first line whose value opens more than ``MAX_DEPTH`` lists (for tomllib's
+    RecursionError, which names nothing)."""
+    table = ""
+    for line in text.splitlines():
+        header = re.match(r"\s*\[([^\[\]]+)\]\s*(#.*)?$", line)
+        if header:
+            table = header.group(1).strip()
+            continue
+        value = re.match(r"\s*([A-Za-z0-9_.\-\"']+)\s*=\s*(\[[\s\[]*)", line)
+        if value and value.group(2).count("[") > MAX_DEPTH:
+            return f"[{table}] {value.group(1)}" if table else value.group(1)
+    return "a value"
+
+
+def load_configs(paths: list[str | Path]) -> list[AuditConfig]:
+    """Read and validate TOML files (``ConfigError`` for missing, unreadable or bad files)."""
+    configs: list[AuditConfig] = []
+    for path in paths:
+        file = Path(path)
+        if not file.is_file():
+            raise ConfigError(f"{path}: no such config file")
+        if file.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: {file.stat().st_size} bytes is too large for a config "
+                              f"(at most {MAX_CONFIG_BYTES})")
+        text = ""
+        try:
+            text = file.read_text(encoding="utf-8")
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not a UTF-8 text file") from None
+        except RecursionError:
+            raise ConfigError(f"{path}: {_deep_key(text)}: lists are nested more than {MAX_DEPTH} deep") from None
+        configs.extend(parse_config(raw, str(path)))
+    return configs

@@ -1,0 +1,268 @@
+"""What one audit is: the mechanism, its canary pairs, the score and the settings.
+
+An :class:`AuditJob` is what the runner executes, whether it came from a
+TOML config (``AuditConfig.job``) or from Python (``dpaudit.audit``,
+``assert_private``, the zoo). Its id hashes the description, the exact
+datasets of every pair, and the fingerprint of the code (``fingerprint``), so a
+changed mechanism or dataset never reuses stored chunks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from dpaudit.attacks.canaries import CanaryPair, CanarySpec
+from dpaudit.attacks.scores import AUTO, Score, registered_scores, resolve_scores, score_needs_calibration
+from dpaudit.audit.statistics.estimators import STRATEGIES
+from dpaudit.audit.statistics.certify import Estimator, check_estimators
+from dpaudit.audit.jobs.fingerprint import code_fingerprint, object_fingerprint
+from dpaudit.mechanisms.base import Mechanism
+from dpaudit.mechanisms.dataset import as_dataset
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.kinds import Relation
+
+__all__ = ["AUDIT_DEFAULTS", "AuditJob", "AuditSettings", "check_setting", "make_job", "pair_digest"]
+
+AUDIT_DEFAULTS: dict[str, Any] = {
+    "trials": 100_000, "delta": 1e-5, "confidence": 0.95, "seed": 0, "threshold": "split",
+    "chunk_size": 10_000, "calibration_fraction": 0.1,
+}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+_CHECKS = {
+    "trials": (lambda v: _is_int(v) and v >= 20, "an integer >= 20"),
+    "delta": (lambda v: _is_real(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "confidence": (lambda v: _is_real(v) and 0 < v < 1, "a number in (0, 1)"),
+    "seed": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    "threshold": (lambda v: v in STRATEGIES, "one of " + ", ".join(repr(s) for s in STRATEGIES)),
+    "chunk_size": (lambda v: _is_int(v) and v >= 1, "a positive integer"),
+    "calibration_fraction": (lambda v: _is_real(v) and 0 < v < 0.5, "a number in (0, 0.5)"),
+}
+
+
+def check_setting(key: str, value: Any) -> Any:
+    """``value`` if it is valid for the audit setting ``key``; a ParameterError naming both otherwise."""
+    if key not in _CHECKS:
+        raise ParameterError(f"unknown audit setting {key!r} (valid: {', '.join(_CHECKS)})")
+    valid, expected = _CHECKS[key]
+    if not valid(value):
+        raise ParameterError(f"{key} must be {expected}, got {key}={value!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AuditSettings:
+    """How much to sample and how to certify (the ``[audit]`` table)."""
+
+    trials: int = AUDIT_DEFAULTS["trials"]
+    delta: float = AUDIT_DEFAULTS["delta"]
+    confidence: float = AUDIT_DEFAULTS["confidence"]
+    seed: int = AUDIT_DEFAULTS["seed"]
+    threshold: str = AUDIT_DEFAULTS["threshold"]
+    chunk_size: int = AUDIT_DEFAULTS["chunk_size"]
+    calibration_fraction: float = AUDIT_DEFAULTS["calibration_fraction"]
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            check_setting(field.name, getattr(self, field.name))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def pair_digest(pair: CanaryPair) -> bytes:
+    """Everything of a pair that decides what is sampled."""
+    digest = hashlib.sha256()
+    for dataset in (pair.dataset_a, pair.dataset_b):
+        digest.update(np.ascontiguousarray(dataset.records, dtype=np.float64).tobytes())
+        digest.update(str(dataset.records.shape).encode())
+        for position in sorted(dataset.injected):
+            digest.update(f"{position}:".encode())
+            digest.update(np.ascontiguousarray(dataset.injected[position], dtype=np.float64).tobytes())
+        for step in sorted(dataset.scheduled):  # nothing is added for unscheduled canaries: their ids stay
+            digest.update(f"step {step}:".encode())
+            digest.update(np.ascontiguousarray(dataset.scheduled[step], dtype=np.float64).tobytes())
+    digest.update(np.ascontiguousarray(pair.direction, dtype=np.float64).tobytes())
+    kind = type(pair.mechanism)
+    digest.update(json.dumps([pair.index, str(pair.relation), pair.kind, pair.mechanism.name, pair.mechanism.params,
+                              f"{kind.__module__}.{kind.__qualname__}"],
+                             sort_keys=True, default=str).encode())
+    return digest.digest()
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class AuditJob:
+    """One audit ready to run.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        The mechanism whose claims the audit is judged against.
+    pairs : tuple of CanaryPair
+        One neighbouring pair per canary position (at least one).
+    score : str, Score or sequence of them
+        A registered score's name, a score object (``attacks.scores.Score``), or a list of either (a
+        portfolio: one is chosen on calibration trials). Resolved into :attr:`scores`.
+    settings : AuditSettings
+    title : str
+    description : mapping
+        The resolved ``mechanism``, ``canary`` and ``attack`` tables, as the result records them.
+    source : str
+        Where the job came from (a config path, or ``"<python>"``).
+    estimators : tuple of Estimator
+        Estimators run after the built-ins (``audit.statistics.certify``).
+    sequential : bool
+        Look at the data at points planned from the budget and stop at the first certified violation
+        (``audit.statistics.sequential``; ``assert_private``, the pytest plugin and ``dpaudit check``).
+    claimed_epsilon : float, optional
+        A claim given with the audit (``assert_private``'s ``epsilon``): a sequential audit also stops
+        when its certified bound exceeds it.
+    """
+
+    mechanism: Mechanism
+    pairs: tuple[CanaryPair, ...]
+    score: Any
+    settings: AuditSettings
+    title: str
+    description: Mapping[str, Any]
+    source: str = "<python>"
+    estimators: tuple[Estimator, ...] = ()
+    sequential: bool = False
+    claimed_epsilon: float | None = None
+    scores: tuple[Score, ...] = dataclasses.field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.pairs:
+            raise ParameterError("an audit needs at least one canary pair")
+        indices = [pair.index for pair in self.pairs]
+        if len(set(indices)) != len(indices):
+            raise ParameterError(f"canary positions must be distinct, got index={indices}")
+        object.__setattr__(self, "scores", resolve_scores(self.score))
+        object.__setattr__(self, "estimators", check_estimators(self.estimators))
+
+    def violated(self, result: Any) -> bool:
+        """True when ``result`` certifies a violation: of a mechanism claim, or of :attr:`claimed_epsilon`."""
+        return result.verdict == "violation" or (
+            self.claimed_epsilon is not None and result.epsilon_lower_bound > self.claimed_epsilon)
+
+    @property
+    def score_names(self) -> tuple[str, ...]:
+        """The names of :attr:`scores`, in order."""
+        return tuple(score.name for score in self.scores)
+
+    @property
+    def fitted(self) -> bool:
+        """True when calibration must keep raw outputs (a fitted score, or a portfolio to choose from)."""
+        return len(self.scores) > 1 or score_needs_calibration(self.scores[0])
+
+    def attack_table(self) -> dict[str, Any]:
+        """The ``attack`` table of the result: the description's, with the score names."""
+        table = dict(self.description.get("attack", {}))
+        names = self.score_names
+        table["score"] = names[0] if len(names) == 1 else list(names)
+        return table
+
+    def _score_identity(self) -> Any:
+        """Names of registered scores; name, class and code fingerprint of any other score object."""
+        registry = registered_scores()
+        if len(self.scores) == 1 and registry.get(self.scores[0].name) is self.scores[0]:
+            return self.scores[0].name  # as before portfolios: a single registered score hashes by its name
+        return [score.name if registry.get(score.name) is score else
+                [score.name, f"{type(score).__module__}.{type(score).__qualname__}", object_fingerprint(score)]
+                for score in self.scores]
+
+    @property
+    def code_fingerprint(self) -> str:
+        """Fingerprint of the code behind the mechanism (see ``audit.jobs.fingerprint``)."""
+        return code_fingerprint(self.mechanism)
+
+    @property
+    def audit_id(self) -> str:
+        """Hash of the description, the settings, every pair's datasets and the code fingerprint."""
+        digest = hashlib.sha256()
+        digest.update(json.dumps({"description": self.description, "settings": self.settings.to_dict(),
+                                  "score": self._score_identity(), "code": self.code_fingerprint},
+                                 sort_keys=True, separators=(",", ":"), default=str).encode())
+        for pair in self.pairs:
+            digest.update(pair_digest(pair))
+        return digest.hexdigest()[:16]
+
+    def with_trials(self, trials: int) -> "AuditJob":
+        """The same audit with another number of trials per dataset."""
+        return dataclasses.replace(self, settings=dataclasses.replace(self.settings, trials=trials))
+
+
+def _canary_spec(canary: CanarySpec | Mapping[str, Any] | None, index: Any) -> CanarySpec:
+    if canary is None:
+        spec = CanarySpec()
+    elif isinstance(canary, CanarySpec):
+        spec = canary
+    elif isinstance(canary, Mapping):
+        spec = CanarySpec(**canary)
+    else:
+        raise ParameterError(f"canary must be a CanarySpec or a mapping of its fields, got canary={canary!r}")
+    if index is not None:
+        spec = CanarySpec(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__}, "index": index})
+    return spec
+
+
+def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
+             dataset_pair: Sequence[Any] | None = None, canary: CanarySpec | Mapping[str, Any] | None = None,
+             index: Any = None, score: Any = None, title: str | None = None,
+             estimators: Sequence[Any] = (), sequential: bool = False, claimed_epsilon: float | None = None,
+             **settings: Any) -> AuditJob:
+    """The :class:`AuditJob` that :func:`dpaudit.audit.jobs.api.audit` runs (same arguments)."""
+    given = [name for name, value in (("pair", pair), ("dataset_pair", dataset_pair), ("canary", canary))
+             if value is not None]
+    if len(given) > 1:
+        raise ParameterError(f"give at most one of pair, dataset_pair and canary, got {', '.join(given)}")
+    unknown = sorted(set(settings) - set(AUDIT_DEFAULTS))
+    if unknown:
+        raise ParameterError(f"unknown audit setting {unknown[0]!r} (valid: {', '.join(AUDIT_DEFAULTS)})")
+    if pair is not None:
+        mechanism = mechanism or pair.mechanism
+        pairs, canary_table = (pair,), {"kind": pair.kind, "index": pair.index}
+    elif mechanism is None:
+        raise ParameterError("audit needs a mechanism (or a canary pair)")
+    elif dataset_pair is not None:
+        if len(dataset_pair) != 2:
+            raise ParameterError(f"dataset_pair must be a pair (S, S'), got {len(dataset_pair)} datasets")
+        first, second = (as_dataset(d) for d in dataset_pair)
+        # no canary direction is known: a Gaussian likelihood ratio fitted on calibration trials
+        pairs = (CanaryPair(mechanism, first, second, np.ones(mechanism.output_dim), None,
+                            Relation.REPLACE_ONE, "dataset-pair"),)
+        canary_table = {"kind": "dataset-pair"}
+    else:
+        spec = _canary_spec(canary, index)
+        pairs = tuple(spec.build(mechanism, position) for position in spec.indices(mechanism))
+        schedule = ("every", "steps", "directions")  # kept only when given: unscheduled audits keep their ids
+        canary_table = {key: getattr(spec, key) for key in spec.__dataclass_fields__
+                        if key not in schedule or getattr(spec, key) is not None}
+        for key in ("steps", "directions"):
+            if canary_table.get(key) is not None:
+                canary_table[key] = [list(v) if isinstance(v, tuple) else v for v in canary_table[key]]
+        canary_table["pair"] = spec.pair_for(mechanism)
+        canary_table["direction"] = list(spec.direction) if isinstance(spec.direction, tuple) else spec.direction
+    scores = resolve_scores(AUTO if score is None else score)
+    names = [s.name for s in scores]
+    shown = AUTO if score is None or score == AUTO else (names[0] if len(names) == 1 else names)
+    description = {"mechanism": {"name": mechanism.name, **mechanism.params}, "canary": canary_table,
+                   "attack": {"score": shown}}
+    return AuditJob(mechanism, pairs, scores, AuditSettings(**settings),
+                    title or f"{mechanism.label} audit", description, estimators=tuple(estimators),
+                    sequential=bool(sequential), claimed_epsilon=claimed_epsilon)

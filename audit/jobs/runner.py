@@ -1,0 +1,377 @@
+"""Run audits in seeded chunks on joblib (local) or Dask, storing every finished chunk.
+
+Work is split into units ``(audit, canary index, side, part, chunk)``. Unit
+seeds are ``SeedSequence(seed, spawn_key=(index, side, part, chunk))``, so
+results depend on the root seed and the chunk size only, never on the
+number of workers, the backend or the order in which chunks finish.
+
+Phase 1 samples the calibration chunks (scores, or outputs when the score
+is fitted); phase 2 fits the scores; phase 3 samples and scores the
+certification chunks; phase 4 certifies and judges. A unit already in the
+store is never recomputed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+import os
+import socket
+import sys
+import time
+import urllib.parse
+from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+from joblib import Parallel, delayed
+
+from dpaudit.attacks.canaries import CanaryPair
+from dpaudit.attacks.scores import ScoreFunction
+from dpaudit.audit.jobs.assemble import assemble
+from dpaudit.audit.statistics.budget import check_budget
+from dpaudit.audit.jobs.fingerprint import code_version
+from dpaudit.audit.jobs.job import AuditJob
+from dpaudit.audit.statistics.portfolio import Candidate, choose_score
+from dpaudit.audit.statistics.sequential import Looks, plan_looks
+from dpaudit.audit.jobs.result import AuditResult
+from dpaudit.audit.jobs.store import ChunkKey, Store, new_owner
+from dpaudit.audit.jobs.store_source import store_sources
+from dpaudit.mechanisms.errors import DPAuditError, ParameterError
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
+__all__ = ["RunOptions", "calibration_trials", "check_scheduler", "chunk_sizes", "run_audits", "run_configs",
+           "unit_seed"]
+_SIDES = {"a": 0, "b": 1}
+_CLUSTER_LOGGERS = ("distributed", "tornado", "bokeh", "asyncio")
+_PARTS = {"cal": 0, "cert": 1}
+
+
+def unit_seed(root: int, index: int, side: str, part: str, chunk: int) -> np.random.SeedSequence:
+    """The seed of one chunk: independent of workers, backend and order of completion."""
+    return np.random.SeedSequence(root, spawn_key=(index, _SIDES[side], _PARTS[part], chunk))
+
+
+def chunk_sizes(total: int, size: int) -> list[int]:
+    """``total`` trials in chunks of at most ``size``."""
+    return [min(size, total - k * size) for k in range(math.ceil(total / size))]
+
+
+def calibration_trials(trials: int, fraction: float) -> int:
+    """Trials per dataset set aside for calibration (scores are fitted and thresholds chosen on them)."""
+    if not 0 < fraction < 1:
+        raise ParameterError(f"calibration_fraction must be in (0, 1), got calibration_fraction={fraction}")
+    count = int(math.ceil(fraction * trials))
+    if count < 1 or count >= trials:
+        raise ParameterError(f"trials={trials} is too few to set aside a calibration part")
+    return count
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How to execute: workers, backend, store and progress.
+
+    ``store=":memory:"`` keeps chunks in memory (in-process audits such as
+    ``dpaudit.audit`` and ``assert_private``; nothing survives the call).
+    """
+
+    store: str = "dpaudit.sqlite"
+    workers: int | None = None
+    backend: str = "local"
+    scheduler: str | None = None
+    progress: bool = True
+    max_memory: int | None = None
+    verbose: bool = False
+
+    @property
+    def worker_count(self) -> int:
+        """Workers sizing the memory budget: one per Dask run (the cluster sizes itself), else the local pool."""
+        return 1 if self.backend == "dask" else (self.workers or os.cpu_count() or 1)
+
+    def check(self) -> None:
+        """Refuse bad options before any work: workers, backend, and a Dask scheduler that cannot be reached."""
+        if self.workers is not None and self.workers < 1:
+            raise ParameterError(f"workers must be >= 1, got workers={self.workers}")
+        if self.backend not in ("local", "dask"):
+            raise ParameterError(f"backend must be 'local' or 'dask', got backend={self.backend!r}")
+        if self.backend == "dask":
+            if not self.scheduler:
+                raise ParameterError("--backend dask needs --scheduler ADDRESS (e.g. tcp://127.0.0.1:8786)")
+            check_scheduler(self.scheduler)
+
+
+@dataclasses.dataclass
+class _Plan:
+    job: AuditJob
+    audit_id: str
+    pairs: dict[int, CanaryPair]
+    n_cal: int
+    n_cert: int
+    scorers: dict[int, ScoreFunction] = dataclasses.field(default_factory=dict)
+    looks: Looks = dataclasses.field(default=None)  # type: ignore[assignment]
+    chosen: dict[int, str] = dataclasses.field(default_factory=dict)
+    candidates: dict[int, tuple[Candidate, ...]] = dataclasses.field(default_factory=dict)
+
+
+class _Task(NamedTuple):
+    """One chunk to compute: which audit (its number in the run), pair, chunk key, size, root seed, scorer."""
+
+    number: int
+    pair: CanaryPair
+    key: ChunkKey
+    trials: int
+    root: int
+    scorer: ScoreFunction | None
+
+
+def _run_unit(number: int, pair: CanaryPair, key: ChunkKey, trials: int, root: int,
+              scorer: ScoreFunction | None, single_thread: bool) -> tuple[int, ChunkKey, np.ndarray, float]:
+    """Sample one chunk (and score it when a scorer is given); runs in a worker."""
+    import torch
+
+    if single_thread:
+        from dpaudit.mechanisms import tiles
+
+        torch.set_num_threads(1)
+        tiles.set_threads(1)
+    start = time.perf_counter()
+    dataset = pair.dataset_a if key[1] == "a" else pair.dataset_b
+    outputs = pair.mechanism.sample(dataset, trials=trials, seed=unit_seed(root, *key))
+    values = outputs if scorer is None else scorer(outputs)
+    return number, key, values, time.perf_counter() - start
+
+
+def _fitted(plan: _Plan) -> bool:
+    return plan.job.fitted
+
+
+@contextlib.contextmanager
+def _backend(options: RunOptions) -> Iterator[int]:
+    """Yield ``n_jobs`` inside the right joblib backend."""
+    options.check()
+    workers = options.workers
+    if options.backend == "local":
+        yield workers or -1
+        return
+    address = check_scheduler(options.scheduler)
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise DPAuditError("backend 'dask' needs the distributed extra: pip install 'dpaudit[distributed]'") from None
+    import joblib
+
+    if not options.verbose:  # distributed sets levels of its own loggers at import: quiet each one
+        names = [name for name in logging.root.manager.loggerDict if name.split(".")[0] in _CLUSTER_LOGGERS]
+        for name in {*names, *_CLUSTER_LOGGERS}:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        client = Client(address, timeout=10)
+    except (OSError, TimeoutError) as exc:
+        raise DPAuditError(f"cannot reach the Dask scheduler at {address} ({type(exc).__name__})") from None
+    try:
+        with joblib.parallel_config(backend="dask"):
+            yield workers or -1
+    except DPAuditError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a cluster failure mid-run, in one line
+        raise DPAuditError(f"the Dask cluster at {address} failed during the run ({type(exc).__name__}); finished "
+                           f"chunks are stored: run again to resume") from None
+    finally:
+        with contextlib.suppress(Exception):
+            client.close(timeout=5)
+
+
+def check_scheduler(address: str, timeout: float = 3.0) -> str:
+    """``tcp://host:port`` of a reachable scheduler, or a one-line error (checked before Dask starts)."""
+    try:
+        parsed = urllib.parse.urlsplit(address if "://" in address else f"tcp://{address}")
+    except ValueError:
+        raise ParameterError(f"scheduler must be an address such as tcp://127.0.0.1:8786, got {address!r}") from None
+    if parsed.scheme == "tls":
+        raise ParameterError(f"scheduler {address!r}: tls:// needs certificates dpaudit does not take; use a "
+                             "tcp:// address (e.g. through an SSH tunnel)")
+    if parsed.scheme not in ("tcp", "inproc", "ucx", "ws", "wss") or not parsed.hostname:
+        raise ParameterError(f"scheduler must be an address such as tcp://127.0.0.1:8786, got {address!r}")
+    try:
+        port = parsed.port or 8786
+    except ValueError:
+        raise ParameterError(f"scheduler {address!r} has an invalid port") from None
+    if parsed.scheme == "tcp":
+        try:
+            socket.create_connection((parsed.hostname, port), timeout=timeout).close()
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise DPAuditError(f"cannot reach the Dask scheduler at {parsed.hostname}:{port} ({reason})") from None
+    return f"{parsed.scheme}://{parsed.hostname}:{port}"
+
+
+def _execute(tasks: list[_Task], store: Store, n_jobs: int, bar: "tqdm", label: str,
+             audit_of: dict[int, str], owner: str) -> Counter:
+    """Run tasks; store each chunk as it finishes.
+
+    A task runs only once this run holds its lease (``Store.claim``); chunks
+    another live run is computing are waited for, and taken over if their
+    lease lapses. Returns the number of chunks this run computed per audit.
+    """
+    computed: Counter = Counter()
+    if not tasks:
+        return computed
+    single_thread = n_jobs != 1
+    pending = list(tasks)
+    bar.set_postfix_str(label)
+    while pending:
+        waiting: list[_Task] = []
+
+        def calls(batch=pending, waiting=waiting):
+            for task in batch:
+                if store.claim(audit_of[task.number], task.key, owner):
+                    yield delayed(_run_unit)(*task, single_thread)
+                else:
+                    waiting.append(task)
+
+        for number, key, values, seconds in Parallel(n_jobs=n_jobs, return_as="generator_unordered")(calls()):
+            store.put_chunk(audit_of[number], key, values, seconds)
+            store.renew(owner)
+            computed[audit_of[number]] += 1
+            bar.update(1)
+        finished = {audit: store.finished_chunks(audit) for audit in {audit_of[t.number] for t in waiting}}
+        pending = [task for task in waiting if task.key not in finished[audit_of[task.number]]]
+        bar.update(len(waiting) - len(pending))  # computed by another run meanwhile
+        if pending:
+            bar.set_postfix_str(f"{label}: waiting for {len(pending)} chunks another run is computing")
+            time.sleep(0.5)
+    return computed
+
+
+def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
+    """Run every job (sharing the worker pool and the store); return one result each.
+
+    A chunk already in the store (same audit id, so the same config, datasets
+    and code) is reused, never recomputed.
+    """
+    started = time.perf_counter()
+    options.check()
+    for job in jobs:
+        check_budget(job.mechanism, len(job.pairs), job.settings, workers=options.worker_count,
+                     max_memory=options.max_memory, store=options.store, fitted=job.fitted)
+    with Store(options.store) as store:
+        plans = []
+        for job in jobs:
+            n_cal = calibration_trials(job.settings.trials, job.settings.calibration_fraction)
+            audit_id = job.audit_id
+            n_chunks = len(chunk_sizes(job.settings.trials - n_cal, job.settings.chunk_size))
+            looks = plan_looks(n_chunks, job.settings.confidence) if job.sequential \
+                else Looks((n_chunks,), job.settings.confidence)
+            plan = _Plan(job, audit_id, {pair.index or 0: pair for pair in job.pairs}, n_cal,
+                         job.settings.trials - n_cal, looks=looks)
+            store.register_audit(audit_id, job.title, dict(job.description), code_version())
+            plans.append(plan)
+        audit_of = {number: plan.audit_id for number, plan in enumerate(plans)}
+        reused = {plan.audit_id: store.finished_chunks(plan.audit_id) for plan in plans}
+        owner = new_owner()
+        from tqdm import tqdm
+
+        total = sum(_pending(plan, part, reused[plan.audit_id]) for plan in plans for part in ("cal", "cert"))
+        try:
+            with _backend(options) as n_jobs, tqdm(total=total, desc="sampling", unit="chunk", file=sys.stderr,
+                                                   disable=not options.progress, smoothing=0.1) as bar:
+                computed = _execute(_tasks(plans, "cal", reused), store, n_jobs, bar, "calibration", audit_of, owner)
+                for plan in plans:
+                    _fit_scores(plan, store)
+                results: dict[int, AuditResult] = {}
+                stage = 0
+                while len(results) < len(plans):  # one stage per planned look (one for audits that do not look)
+                    limits = {n: plan.looks.chunks[min(stage, plan.looks.count - 1)]
+                              for n, plan in enumerate(plans) if n not in results}
+                    done = {plan.audit_id: store.finished_chunks(plan.audit_id) for plan in plans}
+                    computed += _execute(_tasks(plans, "cert", done, limits), store, n_jobs, bar, "certification",
+                                         audit_of, owner)
+                    for number in limits:
+                        plan, look = plans[number], min(stage, plans[number].looks.count - 1)
+                        result = _result(plan, store, look, computed, started, options)
+                        if look == plan.looks.count - 1 or plan.job.violated(result):
+                            results[number] = result
+                    stage += 1
+        finally:
+            store.release(owner)
+        for plan, result in zip(plans, (results[n] for n in range(len(plans)))):
+            store.put_result(plan.audit_id, result.to_dict())
+    return [results[n] for n in range(len(plans))]
+
+
+def _result(plan: _Plan, store: Store, look: int, computed: Counter, started: float,
+            options: RunOptions) -> AuditResult:
+    """Certify ``plan`` on its certification chunks up to ``look`` (every chunk for an audit that does not look)."""
+    limit = plan.looks.chunks[look]
+    used = plan.n_cal + sum(chunk_sizes(plan.n_cert, plan.job.settings.chunk_size)[:limit])
+    total = len(store.finished_chunks(plan.audit_id))
+    return assemble(plan.job, store_sources(plan, store, limit), chosen=plan.chosen, candidates=plan.candidates,
+                    timings={"seconds": time.perf_counter() - started,
+                             "chunk_seconds": store.chunk_seconds(plan.audit_id),
+                             "chunks_computed": computed[plan.audit_id],
+                             "chunks_reused": total - computed[plan.audit_id]},
+                    store=str(options.store), confidence=plan.looks.look_confidence, trials=used,
+                    sequential=plan.looks.record(look, used) if plan.job.sequential else None)
+
+
+def run_configs(configs: list, options: RunOptions, *, sequential: bool = False) -> list[AuditResult]:
+    """Run audits from configs (``audit.jobs.config.AuditConfig``): options and every budget are checked before
+    any dataset is built, then :func:`run_audits` runs the jobs. ``dpaudit run`` and ``check`` call this
+    (``check`` with ``sequential``: stop at the first certified violation)."""
+    options.check()
+    for config in configs:
+        config.check_budget(workers=options.worker_count, max_memory=options.max_memory, store=options.store)
+    return run_audits([config.job(sequential=sequential) for config in configs], options)
+
+
+def _pending(plan: _Plan, part: str, reused: set) -> int:
+    """Chunks of ``part`` not yet in the store (the progress bar's total, known before any scorer is fitted)."""
+    total = plan.n_cal if part == "cal" else plan.n_cert
+    sizes = chunk_sizes(total, plan.job.settings.chunk_size)
+    return sum((index, side, part, chunk) not in reused
+               for index in plan.pairs for side in ("a", "b") for chunk in range(len(sizes)))
+
+
+def _tasks(plans: list[_Plan], part: str, reused: dict[str, set],
+           limits: dict[int, int] | None = None) -> list[_Task]:
+    """The chunks of ``part`` not in ``reused``; with ``limits``, only those audits and chunks below each limit."""
+    tasks = []
+    for number, plan in enumerate(plans):
+        if limits is not None and number not in limits:
+            continue
+        total = plan.n_cal if part == "cal" else plan.n_cert
+        for index, pair in plan.pairs.items():
+            scorer = None
+            if part == "cert":
+                scorer = plan.scorers[index]
+            elif not _fitted(plan):
+                scorer = plan.job.scores[0].fit(pair, None, None, plan.job.settings.seed)
+            for side in ("a", "b"):
+                for chunk, trials in enumerate(chunk_sizes(total, plan.job.settings.chunk_size)):
+                    key = (index, side, part, chunk)
+                    if limits is not None and chunk >= limits[number]:
+                        break
+                    if key not in reused[plan.audit_id]:
+                        tasks.append(_Task(number, pair, key, trials, plan.job.settings.seed, scorer))
+    return tasks
+
+
+def _fit_scores(plan: _Plan, store: Store) -> None:
+    """Fit the score of every position on its calibration outputs (choosing one of a portfolio there)."""
+    settings = plan.job.settings
+    for index, pair in plan.pairs.items():
+        if _fitted(plan):
+            cal_a = store.get_chunks(plan.audit_id, index, "a", "cal")
+            cal_b = store.get_chunks(plan.audit_id, index, "b", "cal")
+            score, plan.scorers[index], plan.candidates[index] = choose_score(
+                plan.job.scores, pair, cal_a, cal_b, seed=settings.seed, delta=settings.delta,
+                confidence=settings.confidence)
+            plan.chosen[index] = score.name
+        else:
+            plan.scorers[index] = plan.job.scores[0].fit(pair, None, None, settings.seed)
+            plan.chosen[index] = plan.job.scores[0].name

@@ -1,0 +1,1 @@
+"""Certified statistics: estimators, confidence and conditional bounds, thresholds, ceilings, budgets and one-run audits."""

@@ -1,0 +1,178 @@
+"""Clopper-Pearson bounds and the calibration/certification split.
+
+Every certified rate in :mod:`audit.statistics.estimators` and
+:mod:`audit.statistics.conditional` goes through :func:`cp_upper` and
+:func:`cp_lower` (one implementation, :func:`clopper_pearson`), so the
+failure probability is paid for by one rule.
+
+References
+----------
+Clopper & Pearson 1934 (exact binomial intervals), via statsmodels
+``proportion_confint(method="beta")``: a one-sided bound at level
+``1 - b`` is an end of the two-sided interval at ``alpha = 2 b`` (the upper
+end from the beta law's inverse survival function, exact where ``b`` is far
+below float precision of ``1 - b``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+from statsmodels.stats.proportion import proportion_confint
+
+from dpaudit.mechanisms.errors import ParameterError
+
+__all__ = [
+    "Counts",
+    "ORIENTATIONS",
+    "ThresholdPlan",
+    "check_confidence",
+    "check_delta",
+    "check_scores",
+    "clopper_pearson",
+    "cp_lower",
+    "cp_upper",
+    "error_counts",
+    "split_calibration",
+]
+
+
+ORIENTATIONS = ("larger under S'", "smaller under S'")
+
+
+@dataclasses.dataclass(frozen=True)
+class ThresholdPlan:
+    """What calibration fixed before any certification score is seen: orientation and thresholds.
+
+    Certification then needs only the counts :meth:`count` returns, so they
+    can be accumulated chunk by chunk (:mod:`dpaudit.audit.jobs.streaming`) and the result
+    equals that of the whole arrays.
+    """
+
+    sign: float
+    thresholds: np.ndarray
+    calibration: dict[str, int]
+    #: how the epsilon bound is certified: "clopper-pearson" (each rate on its own) or "conditional"
+    #: (the ratio of the two rates in one step, ``audit.statistics.conditional``; one threshold)
+    method: str = "clopper-pearson"
+    #: for "conditional": the region of the ratio, 0 ``score >= t`` (likely under S'), 1 ``score < t``
+    direction: int = 0
+
+    @property
+    def orientation(self) -> str:
+        return ORIENTATIONS[0] if self.sign > 0 else ORIENTATIONS[1]
+
+    def count(self, side: str, scores: np.ndarray) -> np.ndarray:
+        """False positives ``#{a >= t}`` (side ``"a"``) or false negatives ``#{b < t}`` (side ``"b"``)."""
+        oriented = np.sort(self.sign * np.asarray(scores, dtype=float))
+        below = np.searchsorted(oriented, self.thresholds, side="left")
+        return (oriented.size - below if side == "a" else below).astype(float)
+
+
+@dataclasses.dataclass(frozen=True)
+class Counts:
+    """Error counts at a plan's thresholds and the number of certification trials per side."""
+
+    false_positives: np.ndarray
+    false_negatives: np.ndarray
+    trials_a: int
+    trials_b: int
+
+    @classmethod
+    def of(cls, plan: ThresholdPlan, cert_a: np.ndarray, cert_b: np.ndarray) -> "Counts":
+        return cls(plan.count("a", cert_a), plan.count("b", cert_b), int(cert_a.size), int(cert_b.size))
+
+    def trials(self, plan: ThresholdPlan) -> dict[str, int]:
+        return {"a": self.trials_a, "b": self.trials_b, **plan.calibration}
+
+
+def clopper_pearson(counts, trials, failure: float) -> tuple[np.ndarray, np.ndarray]:
+    """One-sided Clopper-Pearson bounds ``(lower, upper)`` on proportions ``counts / trials``.
+
+    Each bound on its own fails with probability at most ``failure``. ``lower`` is 0 where
+    ``counts`` is 0 and ``upper`` is 1 where ``counts`` reaches ``trials`` (also for ``trials``
+    0: nothing is known). ``trials`` may be an array of the shape of ``counts``.
+    """
+    counts = np.asarray(counts, dtype=float)
+    trials = np.asarray(trials, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lower, upper = proportion_confint(counts, trials, alpha=2 * failure, method="beta")
+    lower = np.where(counts <= 0, 0.0, np.nan_to_num(np.asarray(lower, dtype=float), nan=0.0))
+    upper = np.where(counts >= trials, 1.0, np.nan_to_num(np.asarray(upper, dtype=float), nan=1.0))
+    return lower, upper
+
+
+def cp_upper(counts, trials, failure: float) -> np.ndarray:
+    """One-sided Clopper-Pearson upper bounds on proportions, each failing w.p. <= ``failure``."""
+    return clopper_pearson(counts, trials, failure)[1]
+
+
+def cp_lower(counts, trials, failure: float) -> np.ndarray:
+    """One-sided Clopper-Pearson lower bounds on proportions, each failing w.p. <= ``failure``."""
+    return clopper_pearson(counts, trials, failure)[0]
+
+
+def error_counts(scores_a: np.ndarray, scores_b: np.ndarray, thresholds) -> tuple[np.ndarray, np.ndarray]:
+    """False positives ``#{a >= t}`` and false negatives ``#{b < t}`` for each threshold ``t``."""
+    sorted_a = np.sort(scores_a)
+    sorted_b = np.sort(scores_b)
+    thresholds = np.asarray(thresholds, dtype=float)
+    false_positives = sorted_a.size - np.searchsorted(sorted_a, thresholds, side="left")
+    false_negatives = np.searchsorted(sorted_b, thresholds, side="left")
+    return false_positives.astype(float), false_negatives.astype(float)
+
+
+def check_scores(name: str, scores) -> np.ndarray:
+    """A non-empty, finite, one-dimensional float array, or a ParameterError naming ``name``."""
+    try:
+        array = np.asarray(scores, dtype=float)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be numbers, got {type(scores).__name__}") from None
+    if array.ndim != 1:
+        raise ParameterError(f"{name} must be one score per trial (1-D), got shape {array.shape}")
+    if array.size == 0:
+        raise ParameterError(f"{name} must not be empty")
+    bad = ~np.isfinite(array)
+    if bad.any():
+        raise ParameterError(f"{name} must be finite, got {int(bad.sum())} NaN or infinite scores")
+    return array
+
+
+def check_delta(delta) -> float:
+    """``delta`` in [0, 1)."""
+    if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating)) or not 0 <= delta < 1:
+        raise ParameterError(f"delta must be in [0, 1), got delta={delta!r}")
+    return float(delta)
+
+
+def check_confidence(confidence) -> float:
+    """``confidence`` in (0, 1)."""
+    if (isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating))
+            or not 0 < confidence < 1):
+        raise ParameterError(f"confidence must be in (0, 1), got confidence={confidence!r}")
+    return float(confidence)
+
+
+def split_calibration(scores_a: np.ndarray, scores_b: np.ndarray, fraction: float,
+                      seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Randomly split both arrays into calibration and certification parts.
+
+    Returns ``(calibration_a, calibration_b, certify_a, certify_b)``. The
+    permutation is seeded, so the split is reproducible; the certification
+    parts are never used to choose anything.
+    """
+    if not 0 < fraction < 1:
+        raise ParameterError(f"calibration_fraction must be in (0, 1), got calibration_fraction={fraction}")
+    rng = np.random.default_rng(seed)
+    parts = []
+    for scores in (scores_a, scores_b):
+        order = rng.permutation(scores.size)
+        cut = int(math.floor(fraction * scores.size))
+        if cut < 1 or cut >= scores.size:
+            raise ParameterError(
+                f"calibration_fraction={fraction} leaves an empty part of {scores.size} scores")
+        parts.append((scores[order[:cut]], scores[order[cut:]]))
+    (cal_a, cert_a), (cal_b, cert_b) = parts
+    return cal_a, cal_b, cert_a, cert_b

@@ -1,0 +1,381 @@
+"""Certified lower bounds from two arrays of scores (docs/theory.md section 3).
+
+Convention: scores are larger under ``S'`` (dataset B). For a threshold
+``t``: ``FPR = P[score(M(S)) >= t]``, ``FNR = P[score(M(S')) < t]``.
+``(eps, delta)``-DP implies ``FPR + e^eps FNR >= 1 - delta`` and
+``FNR + e^eps FPR >= 1 - delta``.
+
+Soundness. A threshold (or grid of thresholds) is always chosen on
+*calibration* scores that are not used for the bound: either the caller
+passes them (e.g. the calibration trials a fitted score was trained on), or
+the estimator splits the given scores itself with a seeded permutation.
+The failure probability ``beta = 1 - confidence`` is split by a union bound
+over both error rates and every threshold certified; the split is recorded
+in the result. Each estimator's statement holds at its own confidence
+(several estimators on the same scores are not simultaneous).
+
+Orientation: whether high or low scores point to ``S'`` is chosen on the
+calibration scores (:func:`dpaudit.audit.statistics.thresholds.orientation`), so either order of the two arrays
+gives the same bound and the choice costs nothing.
+
+Strategies: ``"split"`` certifies at the one threshold whose bound is
+largest on the calibration scores; ``"union"`` certifies at a grid of ``grid_size`` calibration quantiles,
+each at level ``beta / (2 * grid_size)``.
+
+References
+----------
+Jagielski, Ullman, Oprea 2020, "Auditing Differentially Private Machine
+Learning"; Nasr et al. 2021, "Adversary Instantiation" (threshold tests).
+Dong, Roth, Su 2022, "Gaussian Differential Privacy" (tradeoff of mu-GDP).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from scipy.stats import norm
+
+from dpaudit.audit.statistics.conditional import RATE_SHARE, conditional_epsilon_estimate, conditional_parts
+from dpaudit.audit.statistics.confidence import (
+    Counts,
+    ThresholdPlan,
+    check_confidence,
+    check_delta,
+    cp_upper,
+    error_counts,
+)
+from dpaudit.audit.statistics.thresholds import (
+    STRATEGIES,
+    calibration_sizes,
+    candidate_thresholds,
+    choose_threshold,
+    failure_split,
+    orientation,
+    prepare_scores,
+    quantile_grid,
+    round_down,
+    thresholds_for,
+)
+from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
+from dpaudit.mechanisms.errors import ParameterError
+
+__all__ = [
+    "Counts",
+    "EpsilonBound",
+    "GDPBound",
+    "ProfileBound",
+    "STRATEGIES",
+    "ThresholdPlan",
+    "epsilon_lower_bound",
+    "finish_epsilon",
+    "finish_gdp",
+    "finish_profile",
+    "gdp_lower_bound",
+    "plan_epsilon",
+    "plan_gdp",
+    "plan_profile",
+    "profile_lower_bound",
+]
+
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EpsilonBound:
+    """A certified lower bound on epsilon at ``delta``."""
+
+    epsilon_lower_bound: float
+    delta: float
+    confidence: float
+    method: str
+    threshold: float
+    orientation: str
+    direction: str
+    false_positive_rate_upper: float
+    false_negative_rate_upper: float
+    trials: dict[str, int]
+    failure_split: dict[str, Any]
+    #: method "conditional/split" only: the bounds the certificate is made of (``audit.statistics.conditional``):
+    #: the odds ratio's lower limit and the big rate's bounds and the small rate's lower bound (the
+    #: rate uppers above are then Clopper-Pearson at ``per_rate``, for reading, not what certified)
+    conditional: dict[str, float] | None = None
+
+    quantity = "epsilon >="
+
+    @property
+    def value(self) -> float:
+        return self.epsilon_lower_bound
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GDPBound:
+    """A certified lower bound on mu (mu-GDP), and the epsilon it implies under that model."""
+
+    mu_lower_bound: float
+    confidence: float
+    method: str
+    threshold: float
+    orientation: str
+    trials: dict[str, int]
+    failure_split: dict[str, Any]
+    model_based_epsilon: float | None
+    model_based_delta: float | None
+
+    quantity = "mu >= (mu-GDP)"
+
+    @property
+    def value(self) -> float:
+        return self.mu_lower_bound
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProfileBound:
+    """Certified lower bounds ``delta_lb(eps)`` on an epsilon grid, simultaneous over the grid."""
+
+    epsilons: tuple[float, ...]
+    delta_lower_bounds: tuple[float, ...]
+    confidence: float
+    method: str
+    orientation: str
+    trials: dict[str, int]
+    failure_split: dict[str, Any]
+
+    quantity = "delta >= at the smallest epsilon of the grid"
+
+    @property
+    def value(self) -> float:
+        return self.delta_lower_bounds[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# -- objectives on (FPR upper, FNR upper) ------------------------------------
+def _epsilon_objective(delta: float) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    def objective(fpr: np.ndarray, fnr: np.ndarray):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            forward = np.log(np.maximum(1 - delta - fnr, 0.0) / fpr)   # log((1 - delta - FNR) / FPR)
+            backward = np.log(np.maximum(1 - delta - fpr, 0.0) / fnr)  # log((1 - delta - FPR) / FNR)
+        forward = np.nan_to_num(forward, nan=-np.inf)
+        backward = np.nan_to_num(backward, nan=-np.inf)
+        return np.maximum(forward, backward), np.where(forward >= backward, 0, 1)
+    return objective
+
+
+def _mu_objective(fpr: np.ndarray, fnr: np.ndarray):
+    # mu-GDP: FNR >= Phi(Phi_inv(1 - FPR) - mu)  =>  mu >= Phi_inv(1 - FPR) - Phi_inv(FNR)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = norm.isf(fpr) - norm.ppf(fnr)
+    return np.nan_to_num(value, nan=-np.inf, posinf=np.inf), np.zeros(value.shape, dtype=int)
+
+
+#: The mu bound's threshold is chosen at a level this much stricter than nominal (see choose_threshold).
+MU_SELECTION_LEVEL = 0.01
+
+
+# -- epsilon -----------------------------------------------------------------------
+def _choose_conditional(cal_a, cal_b, beta: float, delta: float) -> tuple[float, float, int]:
+    """Threshold, calibration value and region of the best conditional bound (``audit.statistics.conditional``)."""
+    candidates = candidate_thresholds(cal_a, cal_b)
+    fp, fn = error_counts(cal_a, cal_b, candidates)
+    n_a, n_b = cal_a.size, cal_b.size
+    forward = conditional_epsilon_estimate(n_b - fn, n_b, fp, n_a, delta=delta, failure=beta)  # score >= t
+    backward = conditional_epsilon_estimate(n_a - fp, n_a, fn, n_b, delta=delta, failure=beta)  # score < t
+    values = np.maximum(forward, backward)
+    best = int(np.argmax(values))
+    return float(candidates[best]), float(values[best]), int(backward[best] > forward[best])
+
+
+def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: str = "split",
+                 grid_size: int = 32) -> ThresholdPlan:
+    """Orientation, thresholds and method of :func:`epsilon_lower_bound`, from calibration scores only.
+
+    With ``threshold="split"`` the method is chosen too: each rate bounded on
+    its own, or their ratio in one step (``audit.statistics.conditional``), whichever
+    certifies more on the calibration scores.
+    """
+    delta, beta = check_delta(delta), 1 - check_confidence(confidence)
+    objective = _epsilon_objective(delta)
+    sign = orientation(cal_a, cal_b, beta / 2, objective)
+    sizes = calibration_sizes(cal_a, cal_b)
+    if threshold != "split":
+        return ThresholdPlan(sign, thresholds_for(threshold, sign * cal_a, sign * cal_b, beta, grid_size, objective),
+                             sizes)
+    chosen, value = choose_threshold(sign * cal_a, sign * cal_b, beta / 2, objective)
+    joint = max(((*_choose_conditional(s * cal_a, s * cal_b, beta, delta), s) for s in (1.0, -1.0)),
+                key=lambda row: row[1])
+    if joint[1] > value:
+        return ThresholdPlan(joint[3], np.array([joint[0]]), sizes, method="conditional", direction=joint[2])
+    return ThresholdPlan(sign, np.array([chosen]), sizes)
+
+
+def _finish_conditional(plan: ThresholdPlan, counts: Counts, delta: float, beta: float) -> EpsilonBound:
+    fp, fn = float(counts.false_positives[0]), float(counts.false_negatives[0])
+    if plan.direction == 0:  # the region score >= t: likely under S' (its count: trials_b - fn), rare under S
+        parts = conditional_parts(counts.trials_b - fn, counts.trials_b, fp, counts.trials_a, delta=delta,
+                                  failure=beta)
+    else:
+        parts = conditional_parts(counts.trials_a - fp, counts.trials_a, fn, counts.trials_b, delta=delta,
+                                  failure=beta)
+    per_rate = beta * RATE_SHARE / 3
+    return EpsilonBound(
+        epsilon_lower_bound=round_down(parts.pop("epsilon")), conditional=parts, delta=delta, confidence=1 - beta, method="conditional/split",
+        threshold=float(plan.thresholds[0]), orientation=plan.orientation,
+        direction=("log((1-delta-FNR)/FPR)", "log((1-delta-FPR)/FNR)")[plan.direction],
+        false_positive_rate_upper=float(cp_upper(fp, counts.trials_a, per_rate)[()]),
+        false_negative_rate_upper=float(cp_upper(fn, counts.trials_b, per_rate)[()]), trials=counts.trials(plan),
+        failure_split={"beta": beta, "odds_ratio": beta * (1 - RATE_SHARE), "rates": 3, "thresholds": 1,
+                       "per_rate": per_rate})
+
+
+def finish_epsilon(plan: ThresholdPlan, counts: Counts, *, delta: float, confidence: float,
+                   threshold: str = "split") -> EpsilonBound:
+    """The certified epsilon bound from the error counts at ``plan``'s thresholds."""
+    delta, beta = check_delta(delta), 1 - check_confidence(confidence)
+    if plan.method == "conditional":
+        return _finish_conditional(plan, counts, delta, beta)
+    split = failure_split(beta, plan)
+    fpr_hi = cp_upper(counts.false_positives, counts.trials_a, split["per_rate"])
+    fnr_hi = cp_upper(counts.false_negatives, counts.trials_b, split["per_rate"])
+    values, directions = _epsilon_objective(delta)(fpr_hi, fnr_hi)
+    best = int(np.argmax(values))
+    return EpsilonBound(
+        epsilon_lower_bound=round_down(values[best]), delta=delta, confidence=1 - beta,
+        method=f"clopper-pearson/{threshold}", threshold=float(plan.thresholds[best]),
+        orientation=plan.orientation,
+        direction=("log((1-delta-FNR)/FPR)", "log((1-delta-FPR)/FNR)")[int(directions[best])],
+        false_positive_rate_upper=float(fpr_hi[best]), false_negative_rate_upper=float(fnr_hi[best]),
+        trials=counts.trials(plan), failure_split=split)
+
+
+def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float = 0.95,
+                        threshold: str = "split", calibration=None, calibration_fraction: float = 0.1,
+                        grid_size: int = 32, seed: int = 0) -> EpsilonBound:
+    """Certified lower bound on epsilon at ``delta`` (docs/theory.md 3.1-3.2).
+
+    Parameters
+    ----------
+    scores_a, scores_b : array_like
+        Scores of trials on ``S`` and ``S'`` (larger under ``S'``).
+    delta : float
+        In [0, 1).
+    confidence : float
+        The bound holds with probability at least ``confidence``.
+    threshold : {"split", "union"}
+        How thresholds are chosen (see the module docstring).
+    calibration : (array_like, array_like), optional
+        Scores not used for the bound, to choose thresholds from. Without
+        them a ``calibration_fraction`` of each array is split off (seeded).
+    grid_size : int
+        Thresholds certified with ``threshold="union"``.
+
+    Returns
+    -------
+    EpsilonBound
+        ``epsilon_lower_bound >= 0``; 0 means nothing was shown.
+    """
+    check_delta(delta), check_confidence(confidence)
+    cal_a, cal_b, cert_a, cert_b = prepare_scores(scores_a, scores_b, calibration, calibration_fraction, seed)
+    plan = plan_epsilon(cal_a, cal_b, delta=delta, confidence=confidence, threshold=threshold, grid_size=grid_size)
+    return finish_epsilon(plan, Counts.of(plan, cert_a, cert_b), delta=delta, confidence=confidence,
+                          threshold=threshold)
+
+
+# -- mu-GDP ------------------------------------------------------------------------
+def plan_gdp(cal_a, cal_b, *, confidence: float, threshold: str = "split", grid_size: int = 32) -> ThresholdPlan:
+    """Orientation and thresholds of :func:`gdp_lower_bound`, from calibration scores only."""
+    beta = 1 - check_confidence(confidence)
+    sign = orientation(cal_a, cal_b, beta / 2, _mu_objective, MU_SELECTION_LEVEL)
+    thresholds = thresholds_for(threshold, sign * cal_a, sign * cal_b, beta, grid_size, _mu_objective,
+                             MU_SELECTION_LEVEL)
+    return ThresholdPlan(sign, thresholds, calibration_sizes(cal_a, cal_b))
+
+
+def finish_gdp(plan: ThresholdPlan, counts: Counts, *, confidence: float, delta: float | None = None,
+               threshold: str = "split") -> GDPBound:
+    """The certified mu bound (and the epsilon mu-GDP would imply) from the counts."""
+    beta = 1 - check_confidence(confidence)
+    split = failure_split(beta, plan)
+    values, _ = _mu_objective(cp_upper(counts.false_positives, counts.trials_a, split["per_rate"]),
+                              cp_upper(counts.false_negatives, counts.trials_b, split["per_rate"]))
+    best = int(np.argmax(values))
+    mu = round_down(values[best])
+    model_eps = None
+    if delta is not None:
+        model_eps = float(gaussian_epsilon(check_delta(delta), mu)) if delta > 0 else None
+    return GDPBound(
+        mu_lower_bound=mu, confidence=1 - beta, method=f"gdp-clopper-pearson/{threshold}",
+        threshold=float(plan.thresholds[best]), orientation=plan.orientation, trials=counts.trials(plan),
+        failure_split=split, model_based_epsilon=model_eps, model_based_delta=delta)
+
+
+def gdp_lower_bound(scores_a, scores_b, *, confidence: float = 0.95, delta: float | None = None,
+                    threshold: str = "split", calibration=None, calibration_fraction: float = 0.1,
+                    grid_size: int = 32, seed: int = 0) -> GDPBound:
+    """Certified lower bound on mu under mu-GDP (docs/theory.md 3.3).
+
+    ``mu >= Phi_inv(1 - FPR_hi) - Phi_inv(FNR_hi)``, clamped at 0. With
+    ``delta`` it also reports the epsilon that mu-GDP implies at ``delta``
+    (docs/theory.md 2.1): a *model-based* figure, valid only if the mechanism is
+    exactly Gaussian-like, labelled as such.
+    """
+    check_confidence(confidence)
+    cal_a, cal_b, cert_a, cert_b = prepare_scores(scores_a, scores_b, calibration, calibration_fraction, seed)
+    plan = plan_gdp(cal_a, cal_b, confidence=confidence, threshold=threshold, grid_size=grid_size)
+    return finish_gdp(plan, Counts.of(plan, cert_a, cert_b), confidence=confidence, delta=delta,
+                      threshold=threshold)
+
+
+# -- privacy profile -----------------------------------------------------------------
+def _check_epsilons(epsilons) -> np.ndarray:
+    grid_eps = np.atleast_1d(np.asarray(epsilons, dtype=float))
+    if grid_eps.size == 0 or not np.all(np.isfinite(grid_eps)) or np.any(grid_eps < 0):
+        raise ParameterError("epsilons must be finite numbers >= 0")
+    return grid_eps
+
+
+def plan_profile(cal_a, cal_b, *, confidence: float, grid_size: int = 32) -> ThresholdPlan:
+    """Orientation and threshold grid of :func:`profile_lower_bound`, from calibration scores only."""
+    beta = 1 - check_confidence(confidence)
+    sign = orientation(cal_a, cal_b, beta / 2, _epsilon_objective(0.0))
+    return ThresholdPlan(sign, quantile_grid(sign * cal_a, sign * cal_b, grid_size), calibration_sizes(cal_a, cal_b))
+
+
+def finish_profile(plan: ThresholdPlan, counts: Counts, *, epsilons, confidence: float) -> ProfileBound:
+    """Certified ``delta_lb(eps)`` on the epsilon grid from the counts."""
+    beta = 1 - check_confidence(confidence)
+    grid_eps = _check_epsilons(epsilons)
+    split = failure_split(beta, plan)
+    fpr_hi = cp_upper(counts.false_positives, counts.trials_a, split["per_rate"])
+    fnr_hi = cp_upper(counts.false_negatives, counts.trials_b, split["per_rate"])
+    scale = np.exp(grid_eps)[:, None]
+    forward = (1 - fnr_hi)[None, :] - scale * fpr_hi[None, :]
+    backward = (1 - fpr_hi)[None, :] - scale * fnr_hi[None, :]
+    deltas = np.maximum(np.maximum(forward, backward).max(axis=1), 0.0)
+    return ProfileBound(
+        epsilons=tuple(float(e) for e in grid_eps), delta_lower_bounds=tuple(float(d) for d in deltas),
+        confidence=1 - beta, method="profile-clopper-pearson/union", orientation=plan.orientation,
+        trials=counts.trials(plan), failure_split=split)
+
+
+def profile_lower_bound(scores_a, scores_b, *, epsilons, confidence: float = 0.95, calibration=None,
+                        calibration_fraction: float = 0.1, grid_size: int = 32, seed: int = 0) -> ProfileBound:
+    """Certified ``delta_lb(eps) = max_t (TPR_lo(t) - e^eps FPR_hi(t))`` on an epsilon grid.
+
+    Both directions are taken; the statements hold simultaneously over the
+    epsilon grid because they are functions of the same ``2 * grid_size``
+    one-sided bounds, each at level ``beta / (2 * grid_size)`` (docs/theory.md 3.3).
+    """
+    check_confidence(confidence)
+    _check_epsilons(epsilons)
+    cal_a, cal_b, cert_a, cert_b = prepare_scores(scores_a, scores_b, calibration, calibration_fraction, seed)
+    plan = plan_profile(cal_a, cal_b, confidence=confidence, grid_size=grid_size)
+    return finish_profile(plan, Counts.of(plan, cert_a, cert_b), epsilons=epsilons, confidence=confidence)
