@@ -19,11 +19,12 @@ a name already taken. A score object can also be passed directly
 ========== ==========================================================
 projection ``<output, direction>`` of the canary (no fitting)
 gaussian   log-likelihood ratio of Gaussians fitted to each dataset
-logistic   logistic regression on standardised outputs (torch, LBFGS)
-mlp        a small two-layer network (torch, Adam)
+logistic   logistic regression on standardised outputs (``attacks.classifiers``: NumPy, L-BFGS-B)
+mlp        a small two-layer network (``attacks.classifiers``: torch, Adam)
 exact      the mechanism's own exact log-likelihood ratio, if it has one
 float-bits bit patterns of the released floats (``attacks.float_bits``)
 step-*     every released step read apart (``attacks.steps``: step-max, step-mixture)
+discrete   few-valued and mixed outputs: outcome counts or encoded classifier (``attacks.discrete``)
 ========== ==========================================================
 """
 
@@ -35,17 +36,17 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
-import torch
 
 from dpaudit.attacks.canaries import CanaryPair
+from dpaudit.attacks.classifiers import fit_logistic, fit_mlp
 from dpaudit.attacks.float_bits import fit_float_bits
 from dpaudit.attacks.score_protocol import (Score, ScoreFunction, check_score, score_applies, score_fitted,
                                             score_needs_calibration)
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import suggestion
 
-__all__ = ["AUTO", "BuiltinScore", "SCORES", "Score", "ScoreFunction", "check_score", "fit_score", "get_score",
-           "is_fitted", "register_score", "registered_scores", "resolve_scores", "score_applies",
+__all__ = ["AUTO", "BuiltinScore", "SCORES", "Score", "ScoreFunction", "check_score", "fit_classifier", "fit_score",
+           "get_score", "is_fitted", "register_score", "registered_scores", "resolve_scores", "score_applies",
            "score_fitted", "score_needs_calibration"]
 
 _MAX_FIT = 200_000  # calibration trials used to fit a learned score
@@ -137,9 +138,9 @@ _BUILTINS = (
     BuiltinScore("gaussian", "log-likelihood ratio of Gaussians fitted on calibration trials", True,
                  lambda pair, a, b, seed: _fit_gaussian(a, b)),
     BuiltinScore("logistic", "logistic regression fitted on calibration trials", True,
-                 lambda pair, a, b, seed: _fit_classifier(a, b, hidden=0, seed=seed)),
+                 lambda pair, a, b, seed: fit_logistic(a, b, seed=seed)),
     BuiltinScore("mlp", "small neural network fitted on calibration trials", True,
-                 lambda pair, a, b, seed: _fit_classifier(a, b, hidden=32, seed=seed)),
+                 lambda pair, a, b, seed: fit_mlp(a, b, hidden=32, seed=seed)),
     BuiltinScore("exact", "exact log-likelihood ratio supplied by the mechanism", False, _exact, _exact_applies),
     BuiltinScore("float-bits", "floating-point distinguisher: value windows crossed with significand bits", True,
                  lambda pair, a, b, seed: fit_float_bits(a, b), _float_bits_applies, strict=False),
@@ -151,7 +152,7 @@ _BUILTINS = (
 _REGISTRY: dict[str, Score] = {score.name: score for score in _BUILTINS}
 #: Modules of the package that define more scores (each calls :func:`register_score` once per score);
 #: imported on the registry's first use, so importing this module registers nothing elsewhere.
-SCORE_MODULES: tuple[str, ...] = ("dpaudit.attacks.steps",)
+SCORE_MODULES: tuple[str, ...] = ("dpaudit.attacks.steps", "dpaudit.attacks.discrete")
 _loaded = False
 
 
@@ -265,6 +266,16 @@ def fit_score(name: str | Score, pair: CanaryPair, calibration_a: np.ndarray | N
     return score.fit(pair, calibration_a, calibration_b, seed)
 
 
+def fit_classifier(cal_a: np.ndarray, cal_b: np.ndarray, *, hidden: int, seed: int) -> ScoreFunction:
+    """Logistic regression (``hidden=0``) or a one-hidden-layer network fitted on calibration outputs.
+
+    See :func:`dpaudit.attacks.classifiers.fit_logistic` and :func:`~dpaudit.attacks.classifiers.fit_mlp`.
+    """
+    if hidden:
+        return fit_mlp(cal_a, cal_b, hidden=hidden, seed=seed)
+    return fit_logistic(cal_a, cal_b, seed=seed)
+
+
 def _fit_gaussian(cal_a: np.ndarray, cal_b: np.ndarray) -> ScoreFunction:
     """``log N(x; m_b, C_b) - log N(x; m_a, C_a)`` with a small ridge on the covariances."""
     def moments(x):
@@ -288,56 +299,3 @@ def _fit_gaussian(cal_a: np.ndarray, cal_b: np.ndarray) -> ScoreFunction:
     return score
 
 
-def _fit_classifier(cal_a: np.ndarray, cal_b: np.ndarray, *, hidden: int, seed: int) -> ScoreFunction:
-    """Logistic regression (``hidden=0``) or a one-hidden-layer network; returns the logit.
-
-    Trained on one torch thread (restored after): these small full-batch problems run about ten times
-    faster than with threads competing for the cores of a busy machine.
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _train_classifier(cal_a, cal_b, hidden=hidden, seed=seed)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _train_classifier(cal_a: np.ndarray, cal_b: np.ndarray, *, hidden: int, seed: int) -> ScoreFunction:
-    x = np.concatenate([cal_a, cal_b])
-    mean, std = x.mean(axis=0), x.std(axis=0) + 1e-12
-    features = torch.from_numpy((x - mean) / std)
-    labels = torch.cat([torch.zeros(len(cal_a)), torch.ones(len(cal_b))]).to(torch.float64)
-    generator = torch.Generator().manual_seed(seed)
-    dim = features.shape[1]
-    if hidden:
-        model = torch.nn.Sequential(torch.nn.Linear(dim, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
-    else:
-        model = torch.nn.Linear(dim, 1)
-    model = model.to(torch.float64)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.copy_(torch.randn(parameter.shape, generator=generator, dtype=torch.float64) * 0.1)
-    loss_fn = torch.nn.BCEWithLogitsLoss()
-    if hidden:
-        optimiser = torch.optim.Adam(model.parameters(), lr=1e-2)
-        for _ in range(300):
-            optimiser.zero_grad()
-            loss = loss_fn(model(features).squeeze(-1), labels)
-            loss.backward()
-            optimiser.step()
-    else:
-        optimiser = torch.optim.LBFGS(model.parameters(), max_iter=200, line_search_fn="strong_wolfe")
-
-        def closure():
-            optimiser.zero_grad()
-            loss = loss_fn(model(features).squeeze(-1), labels)
-            loss.backward()
-            return loss
-        optimiser.step(closure)
-    model.eval()
-
-    def score(outputs: np.ndarray) -> np.ndarray:
-        inputs = torch.from_numpy((np.asarray(outputs, dtype=float) - mean) / std)
-        with torch.no_grad():
-            return model(inputs).squeeze(-1).numpy().astype(float)
-    return score

@@ -17,7 +17,23 @@ A second part measures the peak memory of training 10^4 models of about
 wider input: the digits data, 650 parameters, is widened to 10,250 by
 repeating features) with psutil in a child process.
 
-Run: ``python benchmarks/models.py [--trials N] [--dtype float32|float64] [--json]``.
+A third part trains own torch modules (issue 35) on scikit-learn's digits
+(1,797 records, 64 features, 10 classes), 50 DP-SGD steps with Poisson
+batches of expected size 64, clip 1, noise 1, float32:
+
+- ``cnn``: a 3x3 convolution with 4 channels, 2x2 average pooling and a
+  linear layer (690 parameters);
+- ``mlp``: 64 -> 128 -> 10 with tanh (9,610 parameters);
+
+each batched over trials by the mechanism (per-example gradients layer by
+layer, ``mechanisms/models/grad_sample``) against a plain loop that trains
+one model at a time with per-sample gradients from ``torch.func``
+(``vmap(grad(...))`` over the batch), measured in the same run with the
+same number of cores (one: the machine may be shared). ``--device cuda`` runs the same cases on a GPU
+and prints trainings per second and the speed-up over the CPU.
+
+Run: ``python benchmarks/models.py [--trials N] [--dtype float32|float64] [--cases logistic,cnn,mlp]
+[--device cpu|cuda] [--json]``.
 """
 
 from __future__ import annotations
@@ -81,6 +97,94 @@ def _products(records: np.ndarray, trials: int, dtype: torch.dtype) -> float:
     return time.perf_counter() - started
 
 
+DIGITS_STEPS = 50
+
+
+def cnn(features: int, classes: int) -> torch.nn.Module:
+    """The issue's CNN: 3x3 convolution with 4 channels, average pooling, a linear layer (690 parameters)."""
+    side = int(round(features ** 0.5))
+    return torch.nn.Sequential(torch.nn.Unflatten(1, (1, side, side)), torch.nn.Conv2d(1, 4, 3, padding=1),
+                               torch.nn.ReLU(), torch.nn.AvgPool2d(2), torch.nn.Flatten(),
+                               torch.nn.Linear(4 * (side // 2) ** 2, classes))
+
+
+def mlp(features: int, classes: int) -> torch.nn.Module:
+    """A multilayer perceptron of about 10^4 parameters (9,610 on the digits)."""
+    return torch.nn.Sequential(torch.nn.Linear(features, 128), torch.nn.Tanh(), torch.nn.Linear(128, classes))
+
+
+OWN_MODELS = {"cnn": cnn, "mlp": mlp}
+
+
+def _torch_func_loop(factory, records: np.ndarray, trials: int, dtype: torch.dtype, device: str) -> float:
+    """Seconds per training of one model at a time, per-sample gradients from ``torch.func``."""
+    from torch.func import functional_call, grad, vmap
+
+    x = torch.as_tensor(np.array(records[:, :-1]), dtype=dtype, device=device)
+    y = torch.as_tensor(np.array(records[:, -1]), dtype=torch.long, device=device)
+    n = x.shape[0]
+    torch.manual_seed(0)
+    model = factory(x.shape[1], int(y.max()) + 1).to(device, dtype)
+    initial = {name: value.detach().clone() for name, value in model.named_parameters()}
+
+    def loss(params, example, label):
+        return torch.nn.functional.cross_entropy(functional_call(model, params, (example.unsqueeze(0),)),
+                                                 label.unsqueeze(0))
+
+    per_sample = vmap(grad(loss), in_dims=(None, 0, 0))
+    generator = torch.Generator(device=device).manual_seed(0)
+    started = time.perf_counter()
+    for _ in range(trials):
+        params = {name: value.clone() for name, value in initial.items()}
+        for _ in range(DIGITS_STEPS):
+            member = torch.rand(n, generator=generator, device=device) < BATCH / n
+            grads = per_sample(params, x[member], y[member])
+            norms = torch.sqrt(sum(g.flatten(start_dim=1).square().sum(dim=1) for g in grads.values()))
+            factor = torch.clamp(CLIP / norms.clamp_min(1e-12), max=1.0)
+            for name, g in grads.items():
+                noise = torch.randn(g.shape[1:], generator=generator, dtype=dtype, device=device)
+                total = torch.einsum("b,b...->...", factor, g) + SIGMA * CLIP * noise
+                params[name] = params[name] - ETA * total / BATCH
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - started) / trials
+
+
+def _batched(factory, trials: int, dtype: str, device: str) -> tuple[float, list[str]]:
+    """Seconds per training batched over ``trials`` by the mechanism, and its layers' paths."""
+    mech = dpaudit.make("model", model=factory, data="digits", steps=DIGITS_STEPS, batch_size=BATCH, clip=CLIP,
+                        noise_multiplier=SIGMA, eta=ETA, dtype=dtype, device=device)
+    mech.sample(trials=min(trials, 64), seed=1)  # warm-up
+    started = time.perf_counter()
+    mech.sample(trials=trials, seed=0)
+    return (time.perf_counter() - started) / trials, getattr(mech, "gradient_paths", ["(not reported)"])
+
+
+def own_models(cases: list[str], trials: int, loop_trials: int, device: str) -> list[dict]:
+    """Trainings per second of each own model, batched and in a one-model-at-a-time loop (same run)."""
+    from dpaudit.mechanisms import tiles
+
+    records = load_records("digits", None)
+    rows = []
+    threads = tiles.threads()
+    if device == "cpu":  # one core each: tiles in one thread, torch in one thread (the mechanism sets that)
+        tiles.set_threads(1)
+        torch.set_num_threads(1)
+    for case in cases:
+        batched, paths = _batched(OWN_MODELS[case], trials, "float32", device)
+        loop = _torch_func_loop(OWN_MODELS[case], records, loop_trials, torch.float32, device)
+        row = {"case": case, "device": device, "trials": trials, "loop_trials": loop_trials,
+               "parameters": sum(p.numel() for p in OWN_MODELS[case](64, 10).parameters()),
+               "batched_per_second": 1 / batched, "loop_per_second": 1 / loop, "speedup_over_loop": loop / batched,
+               "paths": paths}
+        if device == "cuda":  # the same batched training on the CPU, for the speed-up over it
+            cpu, _ = _batched(OWN_MODELS[case], max(trials // 16, 64), "float32", "cpu")
+            row["cpu_per_second"], row["speedup_over_cpu"] = 1 / cpu, cpu / batched
+        rows.append(row)
+    tiles.set_threads(threads)
+    return rows
+
+
 MEMORY_CHILD = """
 import json, resource, sys, numpy as np
 import dpaudit
@@ -103,7 +207,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float64")
     parser.add_argument("--memory-steps", type=int, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--cases", default="logistic,cnn,mlp",
+                        help="comma-separated: logistic (issue 18's workload), cnn, mlp (own modules on the digits)")
+    parser.add_argument("--own-trials", type=int, default=1024, help="trainings of each own model, batched")
+    parser.add_argument("--own-loop-trials", type=int, default=8, help="trainings of each own model in the loop")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory child")
     args = parser.parse_args(argv)
+    cases = [case for case in args.cases.split(",") if case]
+    own = own_models([c for c in cases if c in OWN_MODELS], args.own_trials, args.own_loop_trials, args.device)
+    for row in own:
+        if not args.json:
+            print(f"{row['case']} ({row['parameters']} parameters, {DIGITS_STEPS} steps, float32, {row['device']}): "
+                  f"batched {row['batched_per_second']:.1f} trainings/s ({row['trials']} trials), one model at a "
+                  f"time with torch.func {row['loop_per_second']:.2f}/s ({row['loop_trials']} trials): "
+                  f"{row['speedup_over_loop']:.1f}x" + (f"; {row['speedup_over_cpu']:.1f}x the CPU's "
+                                                        f"{row['cpu_per_second']:.1f}/s" if "cpu_per_second" in row
+                                                        else ""))
+            print(f"  paths: {'; '.join(row['paths'])}")
+    if "logistic" not in cases:
+        if args.json:
+            print(json.dumps(own, indent=2))
+        return 0
+    if args.device == "cuda":
+        return _logistic_cuda(args, own)
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
     records = load_records("breast_cancer", None)
     mech = dpaudit.make("model", model="logistic", data="breast_cancer", steps=STEPS, batch_size=BATCH, clip=CLIP,
@@ -118,13 +245,16 @@ def main(argv: list[str] | None = None) -> int:
     products = _products(records, args.trials, dtype)
     import tempfile
 
-    with tempfile.TemporaryDirectory() as directory:
-        child = subprocess.run([sys.executable, "-c", MEMORY_CHILD, f"{directory}/wide.npy", args.dtype,
-                                str(args.memory_steps)], capture_output=True, text=True)
-    memory = json.loads(child.stdout) if child.returncode == 0 else {"error": child.stderr[-500:]}
+    memory: dict = {"skipped": True}
+    if not args.no_memory:
+        with tempfile.TemporaryDirectory() as directory:
+            child = subprocess.run([sys.executable, "-c", MEMORY_CHILD, f"{directory}/wide.npy", args.dtype,
+                                    str(args.memory_steps)], capture_output=True, text=True)
+        memory = json.loads(child.stdout) if child.returncode == 0 else {"error": child.stderr[-500:]}
     row = {"benchmark": "models", "trials": args.trials, "steps": STEPS, "dtype": args.dtype,
            "batched_seconds": batched, "loop_seconds_scaled": loop, "products_seconds": products,
-           "speedup_over_loop": loop / batched, "cost_over_products": batched / products, "memory": memory}
+           "speedup_over_loop": loop / batched, "cost_over_products": batched / products, "memory": memory,
+           "own_models": own}
     if args.json:
         print(json.dumps(row, indent=2))
     else:
@@ -132,6 +262,27 @@ def main(argv: list[str] | None = None) -> int:
               f"per-trial loop {loop:.0f} s (scaled from {args.loop_trials}), plain products {products:.1f} s; "
               f"speed-up {loop / batched:.1f}x, cost {batched / products:.2f}x the products")
         print(f"memory: {memory}")
+    return 0
+
+
+def _logistic_cuda(args: argparse.Namespace, own: list[dict]) -> int:
+    """The logistic workload on the GPU (float32 there by default) and on the CPU: trainings per second."""
+    rates = {}
+    for device, trials in (("cuda", args.trials), ("cpu", max(args.trials // 8, 100))):
+        mech = dpaudit.make("model", model="logistic", data="breast_cancer", steps=STEPS, batch_size=BATCH,
+                            clip=CLIP, noise_multiplier=SIGMA, eta=ETA, dtype=args.dtype, device=device)
+        mech.sample(trials=100, seed=1)  # warm-up
+        started = time.perf_counter()
+        mech.sample(trials=trials, seed=0)
+        rates[device] = trials / (time.perf_counter() - started)
+    row = {"benchmark": "models", "case": "logistic", "device": "cuda", "dtype": args.dtype,
+           "cuda_per_second": rates["cuda"], "cpu_per_second": rates["cpu"],
+           "speedup_over_cpu": rates["cuda"] / rates["cpu"], "own_models": own}
+    if args.json:
+        print(json.dumps(row, indent=2))
+    else:
+        print(f"logistic ({STEPS} steps, {args.dtype}): {rates['cuda']:.0f} trainings/s on the GPU, "
+              f"{rates['cpu']:.0f}/s on the CPU: {rates['cuda'] / rates['cpu']:.1f}x")
     return 0
 
 

@@ -146,14 +146,19 @@ class PNSGD(IterativeMechanism):
         return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
 
     def exact_output_laws(self, data_a: Dataset, data_b: Dataset):
-        """Exact laws of a multi-dimensional whole-space linear-loss run (``accounting.training_laws``);
-        one-dimensional runs are propagated from :meth:`exact_steps` (``None``)."""
+        """Exact laws of a multi-dimensional whole-space linear-loss run (``accounting.training_laws``) or of a
+        whole-space concave-loss run (``accounting.scheduled``); other one-dimensional runs are propagated from
+        :meth:`exact_steps` (``None``)."""
+        from dpaudit.mechanisms.accounting.scheduled import expanding_pnsgd_laws
         from dpaudit.mechanisms.accounting.training_laws import pnsgd_laws
 
-        if self.dim == 1:
+        concave = self.loss_function.name == "concave"
+        if self.dim == 1 and not concave:
             return None
         if type(self).exact_steps is not PNSGD.exact_steps or type(self)._sample is not PNSGD._sample:
             raise NotExact(f"{type(self).__name__} samples in its own way; the exact laws describe pnsgd")
+        if concave:  # expanding steps: Gaussian in any dimension (docs/theory.md 10.4)
+            return expanding_pnsgd_laws(self, data_a, data_b)
         try:
             return pnsgd_laws(self, data_a, data_b)
         except NotExact as reason:

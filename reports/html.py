@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -16,6 +17,7 @@ from dpaudit.reports.text import (
     estimate_rows,
     gdp_sentence,
     index_rows,
+    notable_sentences,
     portfolio_rows,
     reading_guide,
     release_text,
@@ -24,25 +26,55 @@ from dpaudit.reports.text import (
     verdict_sentence,
 )
 
-__all__ = ["html"]
+__all__ = ["figure_list", "html", "summary_figure"]
 
 _ENV = Environment(loader=PackageLoader("dpaudit.reports", "templates"), autoescape=select_autoescape(["html", "j2"]))
 _ENV.filters["num"] = _plain_num
+
+
+def figure_list(result: Any) -> list[tuple[str, Callable[[Any], str]]]:
+    """``(caption, draw)`` of each figure the report shows: every caption says what to look for.
+
+    The by-position figure only with two or more positions; with one, the certified bound on a line
+    against its tightest claim, exact value and ceiling band.
+    """
+    result = typed(result)
+    if len(result.per_index) > 1:
+        first = ("Look for the black line against the grey band: inside it, more trials (not a better attack) "
+                 "would raise the bound; above the band's top is notable, above the tightest claim a violation.",
+                 plots.epsilon_by_index)
+    elif result.per_index[0].ceiling_band is not None:
+        first = ("Where the certified bound (dot) falls against the band 95% of ideal threshold audits reach at "
+                 "these trials (grey), the tightest claim (dotted) and the exact value.", plots.ceiling_band)
+    else:
+        first = ("How far the certified bound (dot) lies below the tightest claim (dotted) and the exact value: "
+                 "the distance is what this audit could not show.", plots.ceiling_band)
+    figures = [first,
+               ("Look for the black curve rising above a claimed curve: that would contradict the claim at that "
+                "epsilon; the distance below is what the audit could not show.", plots.privacy_profile),
+               ("The further above the dotted chance line at small false positive rates, the stronger the test: "
+                "large epsilons are certified there.", plots.roc),
+               ("Look at the tails: scores where few trials of S land but many of S' do are what certify "
+                "epsilon.", plots.histograms)]
+    return figures
+
+
+def summary_figure(result: Any) -> tuple[str, str]:
+    """``(caption, svg)`` of the report's first figure: epsilon by position (two or more positions) or the
+    certified bound against its claim and ceiling band (one)."""
+    result = typed(result)
+    caption, draw = figure_list(result)[0]
+    return caption, draw(result)
 
 
 def html(result: Any) -> str:
     """Render the report of an :class:`AuditResult` (or its document); every user-supplied string goes
     through autoescaping."""
     result = typed(result)
-    figures = [
-        ("Certified epsilon (each index at its own confidence) against every applicable claim.",
-         plots.epsilon_by_index(result)),
-        ("Certified privacy profile under the claimed profiles.", plots.privacy_profile(result)),
-        ("ROC of the distinguisher at the strongest index (log axes).", plots.roc(result)),
-        ("Score histograms on S and S' at the strongest index.", plots.histograms(result)),
-    ]
+    figures = [(caption, draw(result)) for caption, draw in figure_list(result)]
     return _ENV.get_template("report.html.j2").render(
         doc=result, sentence=verdict_sentence(result), gdp=gdp_sentence(result), figures=figures,
+        notable=notable_sentences(result),
         release=release_text(result.mechanism.get("release_grid")),
         claims=claims_rows(result.claims, result.tightness, result.empirical.epsilon_lower_bound),
         guide=reading_guide(result), params=shown_params(result.mechanism),

@@ -15,10 +15,12 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from dpaudit.reports.text import tightest_claim
+
 if TYPE_CHECKING:
     from dpaudit.audit.jobs.result import AuditResult, IndexResult
 
-__all__ = ["epsilon_by_index", "histograms", "privacy_profile", "roc", "to_svg"]
+__all__ = ["ceiling_band", "epsilon_by_index", "histograms", "privacy_profile", "roc", "to_svg"]
 
 # Applied per figure (matplotlib.rc_context): importing this module changes no global setting.
 _STYLE = {"svg.fonttype": "none", "figure.dpi": 96, "font.size": 10,
@@ -73,40 +75,87 @@ def _legend(axes) -> None:
 
 
 def epsilon_by_index(result: "AuditResult | dict[str, Any]") -> str:
-    """Certified epsilon by canary index, every applicable claim, exact values and the ceiling."""
+    """Certified epsilon by canary index against the tightest claim, the exact value and the ceiling's band.
+
+    Meant for two or more positions (the report draws :func:`ceiling_band` for one). The axis is
+    scaled to what is compared: certified bounds, exact values, ceiling bands and the tightest
+    applicable claim at each position, never to looser claims.
+    """
     result = _typed(result)
     rows = [r for r in result.per_index if r.index is not None] or list(result.per_index)
     x = [r.index if r.index is not None else 0 for r in rows]
     figure, axes = new_figure(figsize=(8.0, 4.2))
-    names = []
-    for row in rows:
-        for claim in row.claims:
-            if claim.applicable and claim.name not in names:
-                names.append(claim.name)
-    for number, name in enumerate(names):
-        values = []
-        for row in rows:
-            match = next((c for c in row.claims if c.name == name and c.applicable), None)
-            values.append(match.epsilon if match else None)
-        kind = next((c.kind for r in rows for c in r.claims if c.name == name), "upper-bound")
-        axes.plot(x, _finite(values), label=_label(f"{name} ({_KIND_LABELS.get(kind, 'claim')})"),
-                  **_distinct(number))
+    relation = result.canary.get("relation")
+    tightest = [tightest_claim(r, relation) for r in rows]
+    names = sorted({c.name for c in tightest if c is not None})
+    if names:
+        label = f"tightest claim ({names[0]})" if len(names) == 1 else "tightest claim at each index"
+        axes.plot(x, _finite([c.epsilon if c else None for c in tightest]), label=_label(label), **_distinct(0))
+    exact = [next((c.epsilon for c in r.claims if c.kind == "exact-instance" and c.applicable), None) for r in rows]
+    if any(v is not None for v in exact):
+        axes.plot(x, _finite(exact), color="tab:red", marker="x", linewidth=1.5, label="exact value")
+    bands = [r.ceiling_band for r in rows]
+    if any(b is not None for b in bands):
+        lows, highs = _finite([b[0] if b else None for b in bands]), _finite([b[1] if b else None for b in bands])
+        axes.fill_between(x, lows, highs, color="grey", alpha=0.25, linewidth=0,
+                          label="ceiling band (95% of ideal audits)")
+    ceilings = [r.ceiling for r in rows]
+    if any(c is not None for c in ceilings):
+        axes.plot(x, _finite(ceilings), color="grey", linestyle="--", marker="_", label="statistical ceiling")
     lower = [r.empirical.epsilon_lower_bound for r in rows]
     confidence = rows[0].empirical.confidence
     axes.plot(x, lower, color="black", marker="o", linewidth=2.5,
               label=f"certified lower bound (confidence {confidence:.3g} each)")
-    ceilings = [r.ceiling for r in rows]
-    if any(c is not None for c in ceilings):
-        axes.plot(x, _finite(ceilings), color="grey", linestyle="--", marker="_", label="statistical ceiling")
+    shown = [v for v in (*lower, *exact, *ceilings, *(b[1] for b in bands if b),
+                         *(c.epsilon for c in tightest if c)) if v is not None and math.isfinite(v)]
+    axes.set_ylim(0, 1.12 * max(shown) if shown and max(shown) > 0 else 1.0)
     axes.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=min(len(x), 10)))
-    if len(x) == 1:  # one position: a short axis around it, its number as the only tick
-        axes.set_xlim(x[0] - 1, x[0] + 1)
-        axes.set_xticks(x)
     axes.set_xlabel("canary index t (position of the canary record)")
     axes.set_ylabel("epsilon at the audit's delta")
-    axes.set_ylim(bottom=0)
     _legend(axes)
     axes.set_title("Epsilon by canary position")
+    return to_svg(figure)
+
+
+def ceiling_band(result: "AuditResult | dict[str, Any]") -> str:
+    """One position's certified bound on a line against its ceiling band, the tightest claim and the exact value.
+
+    The band is what an ideal threshold audit certifies 95% of the time at these trials
+    (``audit.statistics.ceiling.statistical_ceiling_band``).
+    """
+    result = _typed(result)
+    row = _strongest(result)
+    figure, axes = new_figure(figsize=(8.0, 1.9))
+    shown = [row.empirical.epsilon_lower_bound]
+    if row.ceiling_band is not None:
+        low, high = row.ceiling_band
+        axes.axvspan(low, high, ymin=0.25, ymax=0.75, color="grey", alpha=0.3, linewidth=0,
+                     label="ceiling band (95% of ideal audits)")
+        shown.append(high)
+    if row.ceiling is not None:
+        axes.plot([row.ceiling] * 2, [0.25, 0.75], color="grey", linestyle="--", label="statistical ceiling")
+        shown.append(row.ceiling)
+    claim = tightest_claim(row, result.canary.get("relation"))
+    if claim is not None:
+        axes.axvline(claim.epsilon, color="tab:blue", linestyle=":", linewidth=1.5,
+                     label=_label(f"tightest claim ({claim.name})"))
+        shown.append(claim.epsilon)
+    exact = next((c.epsilon for c in row.claims if c.kind == "exact-instance" and c.applicable), None)
+    if exact is not None and math.isfinite(exact):
+        axes.axvline(exact, color="tab:red", linewidth=1.5, label="exact value")
+        shown.append(exact)
+    axes.plot([row.empirical.epsilon_lower_bound], [0.5], color="black", marker="o", markersize=9, linestyle="none",
+              label="certified lower bound")
+    finite = [v for v in shown if v is not None and math.isfinite(v)]
+    axes.set_xlim(0, 1.1 * max(finite) if finite and max(finite) > 0 else 1.0)
+    axes.set_ylim(0, 1)
+    axes.set_yticks([])
+    axes.spines["left"].set_visible(False)
+    axes.set_xlabel("epsilon at the audit's delta")
+    _legend(axes)
+    where = f" at canary index {row.index}" if row.index is not None else ""
+    against = "the ceiling band" if row.ceiling_band is not None else "the tightest claim"
+    axes.set_title(f"Certified bound against {against}{where}")
     return to_svg(figure)
 
 

@@ -18,10 +18,21 @@ from typing import Any
 from dpaudit.audit.jobs.result import AuditResult, ClaimEntry, IndexResult, load_result
 from dpaudit.audit.checks.verdict import applicable_bounds
 
-__all__ = ["claims_rows", "estimate_rows", "gdp_sentence", "index_rows", "markdown", "md", "num", "portfolio_rows",
-           "reading_guide", "release_text", "shown_params", "typed", "verdict_sentence"]
+__all__ = ["BAND_WORDS", "CEILING_WORDS", "band_text", "claims_rows", "estimate_rows", "gdp_sentence", "index_rows",
+           "markdown", "md", "notable_sentences", "num", "portfolio_rows", "reading_guide", "release_text",
+           "shown_params", "tightest_claim", "typed", "verdict_sentence"]
 
 Result = AuditResult | Mapping[str, Any]
+
+#: What the statistical ceiling is, in the words every report, the gallery and ``dpaudit plan`` use.
+CEILING_WORDS = ("what an ideal threshold audit (the best threshold for the score laws, known in advance) "
+                 "certifies from the expected counts at this many trials and this confidence. It is a central "
+                 "figure, not a maximum: such an audit lands above it about half the time. A certified bound "
+                 "near it means more trials, not a better attack, would raise it.")
+#: What the band beside a ceiling is (docs/theory.md 3.4).
+BAND_WORDS = ("the 2.5% and 97.5% quantiles of what that ideal audit certifies when its counts vary by chance "
+              "(binomial counts at the best threshold, 4000 seeded draws): 95% of ideal audits land inside it. "
+              "A certified bound above the band's top is notable.")
 
 
 def typed(result: Result) -> AuditResult:
@@ -108,15 +119,14 @@ def reading_guide(result: Result) -> list[tuple[str, str]]:
          "with the reason."),
         ("Exact value", "where it can be computed, the epsilon of exactly this pair of datasets (a one-dimensional "
          "numerical accountant). No audit of this canary can certify more."),
-        ("Statistical ceiling", "the largest bound this many trials could certify at this confidence even with "
-         "the best possible test; a certified bound near the ceiling means more trials, not a better attack, "
-         "would raise it."),
+        ("Statistical ceiling", CEILING_WORDS),
+        ("Ceiling band", BAND_WORDS),
         ("Tightness", "certified lower bound divided by a claim: near 1 the claim is tight for this canary."),
     ]
     sources = sorted({row.ceiling_source for row in result.per_index if row.ceiling_source})
     if sources:
         guide.append(("Simulated ceiling", "the score's law behind a ceiling marked (simulated) is "
-                      + "; ".join(sources) + ": the ceiling carries that sampling error."))
+                      + "; ".join(sources) + ": the ceiling and its band carry that sampling error."))
     if count > 1 and per_index is not None:
         guide.append(("Per-index confidence", f"each of the {count} canary positions is certified at confidence "
                       f"{_plain_num(per_index, '.4g')}, so that all {count} statements hold together with the "
@@ -165,7 +175,9 @@ def claims_rows(claims: Sequence[ClaimEntry], tightness: Mapping[str, Any],
     return rows
 
 
-def _tightest(row: IndexResult, relation: str | None) -> ClaimEntry | None:
+def tightest_claim(row: IndexResult, relation: str | None) -> ClaimEntry | None:
+    """The tightest applicable upper-bound claim of a position for ``relation`` (the verdict's, else the
+    smallest); ``None`` when none has a finite epsilon."""
     bounds = [c for c in applicable_bounds(row.claims, relation) if _number(c.epsilon)]
     named = [c for c in bounds if c.name == (row.theory_slack or {}).get("tightest")]
     return named[0] if named else (min(bounds, key=lambda c: c.epsilon) if bounds else None)
@@ -178,7 +190,7 @@ def index_rows(result: Result) -> list[dict[str, str]]:
     relation = result.canary.get("relation")
     for row in result.per_index:
         emp = row.empirical
-        claim = _tightest(row, relation)
+        claim = tightest_claim(row, relation)
         exact = next((c.epsilon for c in row.claims if c.kind == "exact-instance"), None)
         certified = emp.epsilon_lower_bound
         ratio = certified / claim.epsilon if claim and _number(certified) and claim.epsilon > 0 else None
@@ -189,6 +201,8 @@ def index_rows(result: Result) -> list[dict[str, str]]:
             "claim_epsilon": _plain_num(claim.epsilon) if claim else "n/a",
             "exact": _plain_num(exact),
             "ceiling": _plain_num(row.ceiling) + (" (simulated)" if row.ceiling_source else ""),
+            "ceiling_band": band_text(row.ceiling_band) + (" (certified bound above it)"
+                                                           if row.above_ceiling_band else ""),
             "tightness": _plain_num(ratio, ".3g") if ratio is not None else "n/a",
             "verdict": str(row.verdict),
         })
@@ -197,10 +211,35 @@ def index_rows(result: Result) -> list[dict[str, str]]:
 
 INDEX_COLUMNS = (("index", "index"), ("epsilon", "epsilon >= (certified)"), ("claim", "tightest claim"),
                  ("claim_epsilon", "claim epsilon"), ("tightness", "tightness"), ("exact", "exact value"),
-                 ("ceiling", "ceiling"), ("mu", "mu >= (model-based)"), ("verdict", "verdict"))
+                 ("ceiling", "ceiling"), ("ceiling_band", "ceiling band (95%)"), ("mu", "mu >= (model-based)"),
+                 ("verdict", "verdict"))
 ESTIMATE_COLUMNS = ("estimator", "certified", "value", "method", "confidence")
 PORTFOLIO_COLUMNS = ("index", "score", "applicable", "epsilon >= on held-out calibration", "mu >=", "chose",
                      "why not applicable")
+
+
+def band_text(band: Sequence[float] | None) -> str:
+    """A ceiling band as ``low to high`` (``n/a`` without one)."""
+    if band is None:
+        return "n/a"
+    return f"{_plain_num(band[0], '.3f')} to {_plain_num(band[1], '.3f')}"
+
+
+def notable_sentences(result: Result) -> list[str]:
+    """One sentence per canary position whose certified bound lies above its ceiling band's top."""
+    sentences = []
+    for row in typed(result).per_index:
+        if not row.above_ceiling_band:
+            continue
+        where = f"at canary index {row.index}, " if row.index is not None else ""
+        simulated = " (a simulated law carries its own sampling error)" if row.ceiling_source else ""
+        sentences.append(
+            f"Notable: {where}the certified bound "
+            f"{_plain_num(row.empirical.epsilon_lower_bound, '.3f')} lies above the ceiling band "
+            f"({band_text(row.ceiling_band)}): an ideal threshold audit at these trials lands there 2.5% of "
+            f"the time. Check that the score law behind the ceiling describes this mechanism{simulated} "
+            "before putting it down to chance.")
+    return sentences
 
 
 def estimate_rows(result: Result) -> list[list[str]]:
@@ -210,14 +249,29 @@ def estimate_rows(result: Result) -> list[list[str]]:
 
 
 def portfolio_rows(result: Result) -> list[list[str]]:
-    """One row per candidate score of a portfolio: its calibration strength, and which one certified."""
-    rows = []
-    for c in typed(result).attack.get("portfolio") or ():
-        rows.append(["-" if c.get("index") is None else str(c.get("index")), str(c.get("name")),
-                     "yes" if c.get("applicable") else "no", _plain_num(c.get("epsilon"), ".4g"),
-                     _plain_num(c.get("mu"), ".4g"), "certified" if c.get("chosen") else "",
-                     str(c.get("reason") or "")])
+    """One row per candidate score of a portfolio: its calibration strength, and which one certified.
+
+    A score that does not apply is listed once with its reason after the others, at the positions it
+    does not apply to ("every position" when that is all of them), not once per position.
+    """
+    candidates = list(typed(result).attack.get("portfolio") or ())
+    positions = list(dict.fromkeys(c.get("index") for c in candidates))
+    skipped: dict[tuple[str, str], list[Any]] = {}
+    for c in candidates:
+        if not c.get("applicable"):
+            skipped.setdefault((str(c.get("name")), str(c.get("reason") or "")), []).append(c.get("index"))
+    rows = [["-" if c.get("index") is None else str(c.get("index")), str(c.get("name")), "yes",
+             _plain_num(c.get("epsilon"), ".4g"), _plain_num(c.get("mu"), ".4g"),
+             "certified" if c.get("chosen") else "", ""] for c in candidates if c.get("applicable")]
+    rows += [[_positions_text(where, positions), name, "no", "n/a", "n/a", "", reason]
+             for (name, reason), where in skipped.items()]
     return rows
+
+
+def _positions_text(where: list[Any], positions: list[Any]) -> str:
+    if len(positions) > 1 and len(set(where)) == len(positions):
+        return "every position"
+    return ", ".join("-" if index is None else str(index) for index in dict.fromkeys(where))
 
 
 def _table(header: Sequence[str], rows: list[list[str]]) -> list[str]:
@@ -241,8 +295,9 @@ def markdown(result: Result) -> str:
     result = typed(result)
     mech, canary, audit = result.mechanism, result.canary, result.audit
     lines = [f"# {md(result.title)}", "", f"**Verdict: {md(result.verdict)}.** "
-             + md(verdict_sentence(result)), "", "> " + md(gdp_sentence(result)), "",
-             "## How to read this report", ""]
+             + md(verdict_sentence(result)), ""]
+    lines += [f"**{md(sentence)}**\n" for sentence in notable_sentences(result)]
+    lines += ["> " + md(gdp_sentence(result)), "", "## How to read this report", ""]
     lines += [f"- **{md(term)}**: {md(text)}" for term, text in reading_guide(result)]
     params = ", ".join(f"{md(k)} = {md(v)}" for k, v in shown_params(mech).items())
     indices = canary.get("indices") or []

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.attacks.canaries import CanaryPair
-from dpaudit.audit.statistics.ceiling import exact_ceiling
+from dpaudit.audit.statistics.ceiling import CeilingBand, exact_ceiling_band
 from dpaudit.audit.statistics.certify import PROFILE_EPSILONS
 from dpaudit.audit.jobs.fingerprint import code_version
 from dpaudit.audit.jobs.job import AuditJob
@@ -25,7 +25,8 @@ from dpaudit.mechanisms.hooks import ScoreLaw
 __all__ = ["assemble", "claim_entries"]
 
 
-def _exact(pair: CanaryPair, delta: float, certified: int, confidence: float) -> tuple[ClaimEntry, float] | None:
+def _exact(pair: CanaryPair, delta: float, certified: int,
+           confidence: float) -> tuple[ClaimEntry, CeilingBand] | None:
     """The exact value of a one-dimensional instance and its statistical ceiling (docs/theory.md 3.4, 5)."""
     from dpaudit.mechanisms.accounting.instances import (
         exact_delta_curve,
@@ -39,7 +40,7 @@ def _exact(pair: CanaryPair, delta: float, certified: int, confidence: float) ->
     except NotExact:
         return None
     value = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, delta, laws=laws)
-    ceiling = exact_ceiling(*likelihood_ratio_law(laws), trials=certified, delta=delta, confidence=confidence)
+    ceiling = exact_ceiling_band(*likelihood_ratio_law(laws), trials=certified, delta=delta, confidence=confidence)
     claim = ClaimEntry(
         name="exact-instance", citation="numerical E_gamma of this instance (docs/theory.md 5, exact1d)",
         relation=str(pair.relation), kind="exact-instance", applicable=True, reason="", index=pair.index,
@@ -51,15 +52,16 @@ def _exact(pair: CanaryPair, delta: float, certified: int, confidence: float) ->
     return claim, ceiling
 
 
-def _law_ceiling(pair: CanaryPair, delta: float, certified: int, confidence: float) -> tuple[float | None, str]:
-    """The ceiling from the mechanism's own law of its exact score (``score_law``: e.g. every DP-SGD iterate),
-    and how that law was obtained ("" when exact)."""
+def _law_ceiling(pair: CanaryPair, delta: float, certified: int,
+                 confidence: float) -> tuple[CeilingBand | None, str]:
+    """The ceiling and its band from the mechanism's own law of its exact score (``score_law``: e.g. every
+    DP-SGD iterate), and how that law was obtained ("" when exact)."""
     try:
         law = pair.mechanism.score_law(pair.dataset_a, pair.dataset_b)
     except NotExact:
         return None, ""
     source = law.source if isinstance(law, ScoreLaw) and law.source != "exact" else ""
-    return exact_ceiling(*law, trials=certified, delta=delta, confidence=confidence), source
+    return exact_ceiling_band(*law, trials=certified, delta=delta, confidence=confidence), source
 
 
 def claim_entries(mechanism, index: int | None, delta: float, pair: CanaryPair | None = None) -> list[ClaimEntry]:
@@ -78,7 +80,7 @@ def _index_result(job: AuditJob, pair: CanaryPair, source: ScoreSource, confiden
                   trials: int) -> IndexResult:
     settings = job.settings
     certification = certify_source(source, delta=settings.delta, confidence=confidence,
-                                   threshold=settings.threshold, estimators=job.estimators)
+                                   threshold=settings.threshold, estimators=job.estimators, seed=settings.seed)
     claims = claim_entries(job.mechanism, pair.index, settings.delta, pair)
     exact = _exact(pair, settings.delta, certification.trials["a"], confidence)
     if exact is not None:
@@ -91,7 +93,8 @@ def _index_result(job: AuditJob, pair: CanaryPair, source: ScoreSource, confiden
         index=pair.index, empirical=empirical, claims=judged.with_slack(claims),
         verdict=judged.verdict, verdict_reason=judged.reason, violations=judged.violations,
         tightness=judged.tightness, distributions=certification.distributions,
-        ceiling=ceiling, ceiling_source=source, theory_slack=judged.theory_slack())
+        ceiling=ceiling.ceiling if ceiling else None, ceiling_band=ceiling.band if ceiling else None,
+        ceiling_source=source, theory_slack=judged.theory_slack())
 
 
 def _attack(job: AuditJob, chosen: dict[int, str] | None, candidates: dict[int, tuple] | None) -> dict[str, Any]:

@@ -143,6 +143,15 @@ class IndexResult:
     theory_slack: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     #: how the ceiling's score law was obtained: "" (none, or exact) or how it was simulated
     ceiling_source: str = ""
+    #: ``(low, high)``: what an ideal threshold audit certifies at these trials, 95% of the time
+    #: (``audit.statistics.ceiling.statistical_ceiling_band``); ``None`` with no ceiling
+    ceiling_band: tuple[float, float] | None = None
+
+    @property
+    def above_ceiling_band(self) -> bool:
+        """True when the certified bound lies above the band's top: notable, said in every report."""
+        return (self.ceiling_band is not None
+                and self.empirical.epsilon_lower_bound > self.ceiling_band[1])
 
     @classmethod
     def from_dict(cls, entry: Mapping[str, Any]) -> "IndexResult":
@@ -151,7 +160,8 @@ class IndexResult:
                    verdict_reason=entry["verdict_reason"], violations=tuple(entry["violations"]),
                    tightness=dict(entry["tightness"]), distributions=entry["distributions"],
                    ceiling=entry.get("ceiling"), theory_slack=dict(entry.get("theory_slack") or {}),
-                   ceiling_source=entry.get("ceiling_source", ""))
+                   ceiling_source=entry.get("ceiling_source", ""),
+                   ceiling_band=tuple(entry["ceiling_band"]) if entry.get("ceiling_band") else None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "empirical": self.empirical.to_dict(),
@@ -159,6 +169,7 @@ class IndexResult:
                 "verdict_reason": self.verdict_reason, "violations": list(self.violations),
                 "tightness": dict(self.tightness), "distributions": _plain(self.distributions),
                 "ceiling": self.ceiling, "ceiling_source": self.ceiling_source,
+                "ceiling_band": list(self.ceiling_band) if self.ceiling_band is not None else None,
                 "theory_slack": _plain(self.theory_slack)}
 
 

@@ -41,6 +41,7 @@ from dpaudit.audit.jobs.result import AuditResult
 from dpaudit.audit.jobs.store import ChunkKey, Store, new_owner
 from dpaudit.audit.jobs.store_source import store_sources
 from dpaudit.mechanisms.errors import DPAuditError, ParameterError
+from dpaudit.mechanisms.models.progress import training_progress
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -279,7 +280,8 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
         total = sum(_pending(plan, part, reused[plan.audit_id]) for plan in plans for part in ("cal", "cert"))
         try:
             with _backend(options) as n_jobs, tqdm(total=total, desc="sampling", unit="chunk", file=sys.stderr,
-                                                   disable=not options.progress, smoothing=0.1) as bar:
+                                                   disable=not options.progress, smoothing=0.1) as bar, \
+                    training_progress(options.progress):  # models' training bars follow the audit's
                 computed = _execute(_tasks(plans, "cal", reused), store, n_jobs, bar, "calibration", audit_of, owner)
                 for plan in plans:
                     _fit_scores(plan, store)
@@ -370,7 +372,7 @@ def _fit_scores(plan: _Plan, store: Store) -> None:
             cal_b = store.get_chunks(plan.audit_id, index, "b", "cal")
             score, plan.scorers[index], plan.candidates[index] = choose_score(
                 plan.job.scores, pair, cal_a, cal_b, seed=settings.seed, delta=settings.delta,
-                confidence=settings.confidence)
+                confidence=settings.confidence, planned=plan.n_cert)
             plan.chosen[index] = score.name
         else:
             plan.scorers[index] = plan.job.scores[0].fit(pair, None, None, settings.seed)

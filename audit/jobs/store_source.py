@@ -41,6 +41,11 @@ class StoreSource:
             return self.plan.scorers[self.index](cal_a), self.plan.scorers[self.index](cal_b)
         return cal_a, cal_b
 
+    def planned(self) -> tuple[int, int]:
+        """Certification trials per side in the first ``limit`` chunks (what :meth:`chunks` will yield)."""
+        trials = min(self.plan.n_cert, self.limit * self.plan.job.settings.chunk_size)
+        return trials, trials
+
     def chunks(self, side: str) -> Iterator[np.ndarray]:
         """The first ``limit`` certification chunks (all of them, unless the audit stops at a look)."""
         return itertools.islice(self.store.iter_chunks(self.plan.audit_id, self.index, side, "cert"), self.limit)

@@ -27,7 +27,7 @@ from dpaudit.audit.statistics.certify import (
     Estimator,
     check_estimators,
 )
-from dpaudit.audit.statistics.confidence import Counts, check_scores
+from dpaudit.audit.statistics.confidence import Counts, ThresholdPlan, check_scores
 from dpaudit.mechanisms.errors import ParameterError
 
 __all__ = ["ArraySource", "Certification", "PROFILE_EPSILONS", "ScoreSource", "StreamingCertifier",
@@ -91,6 +91,10 @@ class ArraySource:
     def chunks(self, side: str) -> Iterator[np.ndarray]:
         yield self._certification[side]
 
+    def planned(self) -> tuple[int, int]:
+        """Certification trials per side."""
+        return self._certification["a"].size, self._certification["b"].size
+
 
 class StreamingCertifier:
     """Counts at thresholds fixed on calibration, added up over certification chunks.
@@ -107,13 +111,19 @@ class StreamingCertifier:
         Histogram bins and ROC points of the figures.
     estimators : sequence of Estimator, optional
         Estimators run after the built-ins (``audit.statistics.certify``).
+    planned : (int, int), optional
+        Certification trials per side to come (the epsilon test is placed for that budget).
+    seed : int
+        The audit's seed (of the tie-break uniforms, ``audit.statistics.confidence.tie_uniforms``).
     """
 
     def __init__(self, cal_a: np.ndarray, cal_b: np.ndarray, *, delta: float, confidence: float,
                  threshold: str = "split", bins: int = 60, points: int = 200,
-                 estimators: Sequence[Estimator] = ()) -> None:
+                 estimators: Sequence[Estimator] = (), planned: tuple[int, int] | None = None,
+                 seed: int = 0) -> None:
         cal_a, cal_b = check_scores("calibration_a", cal_a), check_scores("calibration_b", cal_b)
-        self.settings = CertifySettings(delta=delta, confidence=confidence, threshold=threshold)
+        self.settings = CertifySettings(delta=delta, confidence=confidence, threshold=threshold, planned=planned,
+                                        seed=seed)
         self.estimators = BUILTIN_ESTIMATORS + check_estimators(estimators)
         self.plans = {e.name: e.plan(cal_a, cal_b, self.settings) for e in self.estimators}
         pooled = np.concatenate([cal_a, cal_b])
@@ -129,14 +139,18 @@ class StreamingCertifier:
         self.histogram = {side: np.zeros(bins, dtype=np.int64) for side in _SIDES}
         self.above = {side: np.zeros(self.roc_thresholds.size, dtype=np.int64) for side in _SIDES}
         self.trials = {side: 0 for side in _SIDES}
+        self.chunks = {side: 0 for side in _SIDES}
 
     def add(self, side: str, scores: np.ndarray) -> None:
         """Count one chunk of certification scores of side ``"a"`` or ``"b"``."""
         if side not in _SIDES:
             raise ParameterError(f"side must be 'a' or 'b', got side={side!r}")
         chunk = check_scores(f"certification scores ({side})", scores)
+        number = self.chunks[side]  # threshold plans draw each chunk's own tie-break uniforms
         for name, plan in self.plans.items():
-            self.counts[name][side] = self.counts[name][side] + np.asarray(plan.count(side, chunk), dtype=float)
+            counts = plan.count(side, chunk, number) if isinstance(plan, ThresholdPlan) else plan.count(side, chunk)
+            self.counts[name][side] = self.counts[name][side] + np.asarray(counts, dtype=float)
+        self.chunks[side] += 1
         self.histogram[side] += np.histogram(chunk, self.edges)[0]
         ordered = np.sort(self.sign * chunk)
         self.above[side] += ordered.size - np.searchsorted(ordered, self.roc_thresholds, side="left")
@@ -180,10 +194,15 @@ def _roc_summary(fpr: np.ndarray, tpr: np.ndarray, at: float = 1e-3) -> dict[str
 
 
 def certify_source(source: ScoreSource, *, delta: float, confidence: float, threshold: str,
-                   estimators: Sequence[Estimator] = ()) -> Certification:
-    """:meth:`StreamingCertifier.finish` over every chunk of ``source``."""
+                   estimators: Sequence[Estimator] = (), seed: int = 0) -> Certification:
+    """:meth:`StreamingCertifier.finish` over every chunk of ``source``.
+
+    A source with ``planned() -> (m_a, m_b)`` (the certification trials per side it will yield) has its
+    epsilon test placed for that budget.
+    """
+    planned = getattr(source, "planned", None)
     certifier = StreamingCertifier(*source.calibration(), delta=delta, confidence=confidence, threshold=threshold,
-                                   estimators=estimators)
+                                   estimators=estimators, planned=planned() if planned else None, seed=seed)
     for side in _SIDES:
         for chunk in source.chunks(side):
             certifier.add(side, chunk)

@@ -41,11 +41,14 @@ PROFILE_EPSILONS = tuple(np.round(np.linspace(0.0, 8.0, 33), 4))
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class CertifySettings:
-    """What every estimator is told: ``delta``, ``confidence`` and the threshold strategy."""
+    """What every estimator is told: ``delta``, ``confidence``, the threshold strategy, the certification
+    trials per side to come (``planned``, None when unknown) and the audit's ``seed`` (of the tie-break)."""
 
     delta: float
     confidence: float
     threshold: str = "split"
+    planned: tuple[int, int] | None = None
+    seed: int = 0
 
 
 @runtime_checkable
@@ -107,7 +110,8 @@ class _Epsilon:
 
     def plan(self, cal_a, cal_b, settings):
         return plan_epsilon(cal_a, cal_b, delta=settings.delta, confidence=settings.confidence,
-                            threshold=settings.threshold)
+                            threshold=settings.threshold, planned=getattr(settings, "planned", None),
+                            seed=getattr(settings, "seed", 0))
 
     def finish(self, plan, counts, settings):
         return finish_epsilon(plan, counts, delta=settings.delta, confidence=settings.confidence,

@@ -7,11 +7,15 @@ failure probability is paid for by one rule.
 
 References
 ----------
-Clopper & Pearson 1934 (exact binomial intervals), via statsmodels
-``proportion_confint(method="beta")``: a one-sided bound at level
-``1 - b`` is an end of the two-sided interval at ``alpha = 2 b`` (the upper
-end from the beta law's inverse survival function, exact where ``b`` is far
-below float precision of ``1 - b``).
+Clopper & Pearson 1934 (exact binomial intervals): with ``k`` of ``n``, the
+one-sided lower bound at level ``1 - b`` is the ``b``-quantile of
+``Beta(k, n - k + 1)`` (``betaincinv``) and the upper bound the upper
+``b``-quantile of ``Beta(k + 1, n - k)`` (``betainccinv``, exact where ``b`` is
+far below float precision of ``1 - b``): what statsmodels'
+``proportion_confint(method="beta")`` computes as the ends of the two-sided
+interval at ``alpha = 2 b``, bit for bit (tests/attacks/test_classifiers.py),
+without importing statsmodels and pandas (about a second of a process's
+first audit).
 """
 
 from __future__ import annotations
@@ -20,13 +24,14 @@ import dataclasses
 import math
 
 import numpy as np
-from statsmodels.stats.proportion import proportion_confint
+from scipy.special import betainccinv, betaincinv
 
 from dpaudit.mechanisms.errors import ParameterError
 
 __all__ = [
     "Counts",
     "ORIENTATIONS",
+    "TIE_BREAK_KEY",
     "ThresholdPlan",
     "check_confidence",
     "check_delta",
@@ -36,19 +41,39 @@ __all__ = [
     "cp_upper",
     "error_counts",
     "split_calibration",
+    "tie_uniforms",
 ]
 
 
 ORIENTATIONS = ("larger under S'", "smaller under S'")
 
 
+#: The first entry of the spawn key of the tie-break uniforms: no chunk of trials uses it (audit.jobs.runner)
+TIE_BREAK_KEY = 0x7469
+
+
+def tie_uniforms(seed: int, side: str, chunk: int, size: int) -> np.ndarray:
+    """The uniforms ``U`` of the randomised tie-break of one certification chunk (docs/theory.md 7).
+
+    Drawn from ``SeedSequence(seed, spawn_key=(TIE_BREAK_KEY, side, chunk))``: a stream of the audit's seed
+    that no mechanism draws from, so ``U`` is independent of every output; one per trial, in trial order.
+    """
+    key = (TIE_BREAK_KEY, 0 if side == "a" else 1, int(chunk))
+    return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=key)).random(size)
+
+
 @dataclasses.dataclass(frozen=True)
 class ThresholdPlan:
-    """What calibration fixed before any certification score is seen: orientation and thresholds.
+    """What calibration fixed before any certification score is seen: orientation and tests.
 
-    Certification then needs only the counts :meth:`count` returns, so they
-    can be accumulated chunk by chunk (:mod:`dpaudit.audit.jobs.streaming`) and the result
-    equals that of the whole arrays.
+    A test is a threshold ``t`` and a tie fraction ``g`` (docs/theory.md 7): a
+    trial with oriented score ``s`` is on the ``S'`` side when ``s > t``, or
+    ``s == t`` and its uniform ``U < g`` (:func:`tie_uniforms`, seeded by
+    ``tie_seed``, independent of the outputs); ``g = 1`` is the test
+    ``s >= t``. Certification then needs only the counts :meth:`count`
+    returns, so they can be accumulated chunk by chunk
+    (:mod:`dpaudit.audit.jobs.streaming`) and the result equals that of the
+    whole arrays.
     """
 
     sign: float
@@ -59,16 +84,40 @@ class ThresholdPlan:
     method: str = "clopper-pearson"
     #: for "conditional": the region of the ratio, 0 ``score >= t`` (likely under S'), 1 ``score < t``
     direction: int = 0
+    #: the tie fraction ``g`` of each threshold (None: 1 for each, the deterministic tests ``s >= t``)
+    tie_fractions: np.ndarray | None = None
+    #: the seed of the tie-break uniforms (the audit's seed)
+    tie_seed: int = 0
 
     @property
     def orientation(self) -> str:
         return ORIENTATIONS[0] if self.sign > 0 else ORIENTATIONS[1]
 
-    def count(self, side: str, scores: np.ndarray) -> np.ndarray:
-        """False positives ``#{a >= t}`` (side ``"a"``) or false negatives ``#{b < t}`` (side ``"b"``)."""
-        oriented = np.sort(self.sign * np.asarray(scores, dtype=float))
-        below = np.searchsorted(oriented, self.thresholds, side="left")
-        return (oriented.size - below if side == "a" else below).astype(float)
+    @property
+    def fractions(self) -> np.ndarray:
+        """The tie fraction of each threshold (1 where none was set)."""
+        if self.tie_fractions is None:
+            return np.ones(np.shape(self.thresholds))
+        return np.asarray(self.tie_fractions, dtype=float)
+
+    def count(self, side: str, scores: np.ndarray, chunk: int = 0) -> np.ndarray:
+        """False positives (side ``"a"``: tests that fire) or false negatives (side ``"b"``: tests that do not).
+
+        ``chunk`` numbers the chunks of one side (0, 1, ...): it selects the tie-break uniforms of those
+        trials, so every trial of the audit has its own.
+        """
+        oriented = self.sign * np.asarray(scores, dtype=float)
+        ordered = np.sort(oriented)
+        above = ordered.size - np.searchsorted(ordered, self.thresholds, side="right")
+        fractions = self.fractions
+        split = np.flatnonzero(fractions < 1)
+        fires = (ordered.size - np.searchsorted(ordered, self.thresholds, side="left")).astype(float)
+        if split.size:
+            uniforms = tie_uniforms(self.tie_seed, side, chunk, oriented.size)
+            for k in split:  # one row per split threshold (a split plan has one)
+                tied = oriented == self.thresholds[k]
+                fires[k] = above[k] + np.count_nonzero(tied & (uniforms < fractions[k]))
+        return fires if side == "a" else oriented.size - fires
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +147,8 @@ def clopper_pearson(counts, trials, failure: float) -> tuple[np.ndarray, np.ndar
     counts = np.asarray(counts, dtype=float)
     trials = np.asarray(trials, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        lower, upper = proportion_confint(counts, trials, alpha=2 * failure, method="beta")
+        lower = betaincinv(counts, trials - counts + 1, failure)
+        upper = betainccinv(counts + 1, trials - counts, failure)
     lower = np.where(counts <= 0, 0.0, np.nan_to_num(np.asarray(lower, dtype=float), nan=0.0))
     upper = np.where(counts >= trials, 1.0, np.nan_to_num(np.asarray(upper, dtype=float), nan=1.0))
     return lower, upper

@@ -32,26 +32,26 @@ Dong, Roth, Su 2022, "Gaussian Differential Privacy" (tradeoff of mu-GDP).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtri
 
-from dpaudit.audit.statistics.conditional import RATE_SHARE, conditional_epsilon_estimate, conditional_parts
+from dpaudit.audit.statistics.conditional import RATE_SHARE, conditional_parts
 from dpaudit.audit.statistics.confidence import (
     Counts,
     ThresholdPlan,
     check_confidence,
     check_delta,
     cp_upper,
-    error_counts,
 )
 from dpaudit.audit.statistics.thresholds import (
+    PLANNING_LEVELS,
     STRATEGIES,
     calibration_sizes,
-    candidate_thresholds,
-    choose_threshold,
+    choose_conditional,
+    choose_test,
+    epsilon_objective,
     failure_split,
     orientation,
     prepare_scores,
@@ -101,6 +101,9 @@ class EpsilonBound:
     #: the odds ratio's lower limit and the big rate's bounds and the small rate's lower bound (the
     #: rate uppers above are then Clopper-Pearson at ``per_rate``, for reading, not what certified)
     conditional: dict[str, float] | None = None
+    #: the share of the boundary score ``threshold`` the test counts on the ``S'`` side (docs/theory.md 7;
+    #: 1: the test ``score >= threshold``), the rest of the test fixed on calibration with the threshold
+    tie_fraction: float = 1.0
 
     quantity = "epsilon >="
 
@@ -159,21 +162,13 @@ class ProfileBound:
 
 
 # -- objectives on (FPR upper, FNR upper) ------------------------------------
-def _epsilon_objective(delta: float) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    def objective(fpr: np.ndarray, fnr: np.ndarray):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            forward = np.log(np.maximum(1 - delta - fnr, 0.0) / fpr)   # log((1 - delta - FNR) / FPR)
-            backward = np.log(np.maximum(1 - delta - fpr, 0.0) / fnr)  # log((1 - delta - FPR) / FNR)
-        forward = np.nan_to_num(forward, nan=-np.inf)
-        backward = np.nan_to_num(backward, nan=-np.inf)
-        return np.maximum(forward, backward), np.where(forward >= backward, 0, 1)
-    return objective
+_epsilon_objective = epsilon_objective
 
 
 def _mu_objective(fpr: np.ndarray, fnr: np.ndarray):
     # mu-GDP: FNR >= Phi(Phi_inv(1 - FPR) - mu)  =>  mu >= Phi_inv(1 - FPR) - Phi_inv(FNR)
     with np.errstate(divide="ignore", invalid="ignore"):
-        value = norm.isf(fpr) - norm.ppf(fnr)
+        value = -ndtri(fpr) - ndtri(fnr)  # scipy.stats' norm.isf(fpr) - norm.ppf(fnr), without importing it
     return np.nan_to_num(value, nan=-np.inf, posinf=np.inf), np.zeros(value.shape, dtype=int)
 
 
@@ -182,39 +177,40 @@ MU_SELECTION_LEVEL = 0.01
 
 
 # -- epsilon -----------------------------------------------------------------------
-def _choose_conditional(cal_a, cal_b, beta: float, delta: float) -> tuple[float, float, int]:
-    """Threshold, calibration value and region of the best conditional bound (``audit.statistics.conditional``)."""
-    candidates = candidate_thresholds(cal_a, cal_b)
-    fp, fn = error_counts(cal_a, cal_b, candidates)
-    n_a, n_b = cal_a.size, cal_b.size
-    forward = conditional_epsilon_estimate(n_b - fn, n_b, fp, n_a, delta=delta, failure=beta)  # score >= t
-    backward = conditional_epsilon_estimate(n_a - fp, n_a, fn, n_b, delta=delta, failure=beta)  # score < t
-    values = np.maximum(forward, backward)
-    best = int(np.argmax(values))
-    return float(candidates[best]), float(values[best]), int(backward[best] > forward[best])
-
-
 def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: str = "split",
-                 grid_size: int = 32) -> ThresholdPlan:
-    """Orientation, thresholds and method of :func:`epsilon_lower_bound`, from calibration scores only.
+                 grid_size: int = 32, planned: tuple[int, int] | None = None, seed: int = 0,
+                 candidates: int = 4000) -> ThresholdPlan:
+    """Orientation, tests and method of :func:`epsilon_lower_bound`, from calibration scores only.
 
     With ``threshold="split"`` the method is chosen too: each rate bounded on
     its own, or their ratio in one step (``audit.statistics.conditional``), whichever
-    certifies more on the calibration scores.
+    certifies more on the calibration scores. The test may take a fraction of
+    the trials whose score sits on its threshold (a randomised tie-break
+    seeded by ``seed``, docs/theory.md 7). With ``planned = (m_a, m_b)``, the
+    certification trials per side to come, the test is the one whose bound
+    at that budget is largest (``audit.statistics.thresholds.choose_test``; the calibration rates taken
+    at their upper bounds at the strictest of ``PLANNING_LEVELS`` that leaves a positive bound), among
+    at most ``candidates`` thresholds (calibration quantiles, denser in the tails).
     """
     delta, beta = check_delta(delta), 1 - check_confidence(confidence)
     objective = _epsilon_objective(delta)
-    sign = orientation(cal_a, cal_b, beta / 2, objective)
     sizes = calibration_sizes(cal_a, cal_b)
     if threshold != "split":
+        sign = orientation(cal_a, cal_b, beta / 2, objective)
         return ThresholdPlan(sign, thresholds_for(threshold, sign * cal_a, sign * cal_b, beta, grid_size, objective),
                              sizes)
-    chosen, value = choose_threshold(sign * cal_a, sign * cal_b, beta / 2, objective)
-    joint = max(((*_choose_conditional(s * cal_a, s * cal_b, beta, delta), s) for s in (1.0, -1.0)),
-                key=lambda row: row[1])
-    if joint[1] > value:
-        return ThresholdPlan(joint[3], np.array([joint[0]]), sizes, method="conditional", direction=joint[2])
-    return ThresholdPlan(sign, np.array([chosen]), sizes)
+    for level in PLANNING_LEVELS if planned is not None else PLANNING_LEVELS[:1]:
+        separate = max(((*choose_test(s * cal_a, s * cal_b, beta / 2, objective, planned=planned, level=level,
+                                      limit=candidates), s) for s in (1.0, -1.0)), key=lambda row: row[2])
+        joint = max(((*choose_conditional(s * cal_a, s * cal_b, beta, delta, planned, level, candidates), s)
+                     for s in (1.0, -1.0)), key=lambda row: row[2])
+        if max(separate[2], joint[2]) > 0:
+            break
+    if joint[2] > separate[2]:
+        return ThresholdPlan(joint[4], np.array([joint[0]]), sizes, method="conditional", direction=joint[3],
+                             tie_fractions=np.array([joint[1]]), tie_seed=seed)
+    return ThresholdPlan(separate[3], np.array([separate[0]]), sizes, tie_fractions=np.array([separate[1]]),
+                         tie_seed=seed)
 
 
 def _finish_conditional(plan: ThresholdPlan, counts: Counts, delta: float, beta: float) -> EpsilonBound:
@@ -227,13 +223,13 @@ def _finish_conditional(plan: ThresholdPlan, counts: Counts, delta: float, beta:
                                   failure=beta)
     per_rate = beta * RATE_SHARE / 3
     return EpsilonBound(
-        epsilon_lower_bound=round_down(parts.pop("epsilon")), conditional=parts, delta=delta, confidence=1 - beta, method="conditional/split",
-        threshold=float(plan.thresholds[0]), orientation=plan.orientation,
+        epsilon_lower_bound=round_down(parts.pop("epsilon")), conditional=parts, delta=delta, confidence=1 - beta,
+        method="conditional/split", threshold=float(plan.thresholds[0]), orientation=plan.orientation,
         direction=("log((1-delta-FNR)/FPR)", "log((1-delta-FPR)/FNR)")[plan.direction],
         false_positive_rate_upper=float(cp_upper(fp, counts.trials_a, per_rate)[()]),
         false_negative_rate_upper=float(cp_upper(fn, counts.trials_b, per_rate)[()]), trials=counts.trials(plan),
         failure_split={"beta": beta, "odds_ratio": beta * (1 - RATE_SHARE), "rates": 3, "thresholds": 1,
-                       "per_rate": per_rate})
+                       "per_rate": per_rate}, tie_fraction=float(plan.fractions[0]))
 
 
 def finish_epsilon(plan: ThresholdPlan, counts: Counts, *, delta: float, confidence: float,
@@ -253,7 +249,7 @@ def finish_epsilon(plan: ThresholdPlan, counts: Counts, *, delta: float, confide
         orientation=plan.orientation,
         direction=("log((1-delta-FNR)/FPR)", "log((1-delta-FPR)/FNR)")[int(directions[best])],
         false_positive_rate_upper=float(fpr_hi[best]), false_negative_rate_upper=float(fnr_hi[best]),
-        trials=counts.trials(plan), failure_split=split)
+        trials=counts.trials(plan), failure_split=split, tie_fraction=float(plan.fractions[best]))
 
 
 def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float = 0.95,
@@ -284,7 +280,8 @@ def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float =
     """
     check_delta(delta), check_confidence(confidence)
     cal_a, cal_b, cert_a, cert_b = prepare_scores(scores_a, scores_b, calibration, calibration_fraction, seed)
-    plan = plan_epsilon(cal_a, cal_b, delta=delta, confidence=confidence, threshold=threshold, grid_size=grid_size)
+    plan = plan_epsilon(cal_a, cal_b, delta=delta, confidence=confidence, threshold=threshold, grid_size=grid_size,
+                        planned=(cert_a.size, cert_b.size), seed=seed)
     return finish_epsilon(plan, Counts.of(plan, cert_a, cert_b), delta=delta, confidence=confidence,
                           threshold=threshold)
 

@@ -1,11 +1,20 @@
 """Choose one score of a portfolio on calibration trials only (docs/theory.md, "every attack").
 
 With several candidate scores, the calibration outputs of each side are cut
-in two halves: every applicable candidate is fitted on the first half (at
-most :data:`SELECTION_FIT` trials of it) and judged on the second by the epsilon bound it certifies there (its own
-seeded split of that half chooses the threshold), with the mu bound breaking
-ties. The strongest is refitted on all calibration outputs and is the only
-score the certification trials ever see. Everything chosen is a function of
+in two halves: every applicable candidate is fitted on the first half (a
+share :data:`SELECTION_SHARE` of the calibration trials, at least
+:data:`SELECTION_FIT` of them where the half holds that many: the share grows
+with the budget, docs/theory.md 7) and judged on the second: by the bound
+the planned certification trials would give to the test chosen on one part
+of its held-out scores, at the rates of the other part (:func:`_strength`;
+without a plan, by the bound certified on a split of them), with the mu
+bound breaking ties. A fitted score that says it is ``sufficient`` (the
+plug-in likelihood ratio of the whole output, such as the outcome table of
+``discrete``) is chosen without a contest: every score is a function of the
+output, and at small epsilon a contest judged on a few thousand held-out
+trials is mostly noise (docs/theory.md 7). The chosen score is refitted on
+all calibration outputs and is the only score the certification trials ever
+see. Everything chosen is a function of
 calibration trials, which are independent of the certification trials, so
 the certified bound holds at its stated confidence whatever was chosen: the
 choice costs nothing in the failure probability.
@@ -21,15 +30,29 @@ import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import Score, ScoreFunction, score_applies, score_needs_calibration
-from dpaudit.audit.statistics.estimators import epsilon_lower_bound, gdp_lower_bound
+from dpaudit.audit.statistics.confidence import Counts, split_calibration
+from dpaudit.audit.statistics.estimators import epsilon_lower_bound, gdp_lower_bound, plan_epsilon
+from dpaudit.audit.statistics.thresholds import planned_value
 from dpaudit.mechanisms.errors import DPAuditError, ParameterError
 
-__all__ = ["Candidate", "SELECTION_FIT", "choose_score"]
+__all__ = ["Candidate", "SELECTION_FIT", "SELECTION_SHARE", "choose_score", "selection_fit"]
 
-#: Candidates are fitted on at most this many calibration trials per side while choosing (the chosen
-#: score is refitted on all of them): choosing stays cheap next to sampling, so a leak that a sequential
-#: audit certifies at its first look costs little more than the calibration trials.
+#: Candidates are fitted on at least this many calibration trials per side while choosing (fewer only when
+#: the first half holds fewer), so a small audit chooses on as much as before.
 SELECTION_FIT = 1_000
+#: ... and on this share of the calibration trials per side, which grows with the budget (no fixed cap):
+#: at epsilon 0.1 candidates differ by a few hundredths, which 10^3 trials per side cannot tell apart
+#: (docs/theory.md 7). The chosen score is refitted on all calibration trials.
+SELECTION_SHARE = 0.02
+#: Thresholds a candidate's strength is searched over (of its held-out scores): the strength is a noisy
+#: figure for choosing, and a finer search would cost more than the candidates' fits
+STRENGTH_CANDIDATES = 500
+
+
+def selection_fit(calibration: int) -> int:
+    """Calibration trials per side the candidates are fitted on while choosing (of ``calibration``)."""
+    half = calibration // 2
+    return min(half, max(SELECTION_FIT, int(SELECTION_SHARE * calibration)))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,8 +76,33 @@ def _fit(score: Score, pair: CanaryPair, cal_a: np.ndarray, cal_b: np.ndarray, s
     return score.fit(pair, None, None, seed)
 
 
+def _strength(held_a: np.ndarray, held_b: np.ndarray, *, delta: float, confidence: float, seed: int,
+              planned: int | None) -> float:
+    """A candidate's strength on its held-out scores (a figure for choosing, certifying nothing).
+
+    Without ``planned``: the epsilon bound certified on a split of them. With it: the bound ``planned``
+    certification trials per side would give to the test chosen on one half of them at the rates of the
+    other half, and the other way round, averaged (docs/theory.md 7: at small epsilon a few thousand
+    held-out trials certify nothing, so their certified bounds cannot tell candidates apart).
+    """
+    if planned is None:
+        return epsilon_lower_bound(held_a, held_b, delta=delta, confidence=confidence, calibration_fraction=0.5,
+                                   seed=seed).epsilon_lower_bound
+    first_a, first_b, second_a, second_b = split_calibration(held_a, held_b, 0.5, seed)
+    budget = (planned, planned)
+    values = []
+    for choose, read in (((first_a, first_b), (second_a, second_b)), ((second_a, second_b), (first_a, first_b))):
+        plan = plan_epsilon(*choose, delta=delta, confidence=confidence, planned=budget, seed=seed,
+                            candidates=STRENGTH_CANDIDATES)
+        values.append(planned_value(plan, Counts.of(plan, *read), delta=delta, beta=1 - confidence,
+                                    planned=budget))
+    value = float(np.mean(values))  # both ways round: half the variance of one
+    return value if np.isfinite(value) else 0.0
+
+
 def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, cal_b: np.ndarray, *,
-                 seed: int, delta: float, confidence: float) -> tuple[Score, ScoreFunction, tuple[Candidate, ...]]:
+                 seed: int, delta: float, confidence: float,
+                 planned: int | None = None) -> tuple[Score, ScoreFunction, tuple[Candidate, ...]]:
     """The chosen score, fitted on all calibration outputs, and every candidate's calibration strength.
 
     Parameters
@@ -68,6 +116,9 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
         Seeds fitting and the threshold split of the strength estimate.
     delta, confidence : float
         Of the strength estimate (a figure for choosing only; it certifies nothing).
+    planned : int, optional
+        Certification trials per side to come: candidates are judged by the bound that budget would
+        give (:func:`_strength`); without it, by the bound certified on a split of their held-out scores.
     """
     if len(scores) == 1:
         return scores[0], _fit(scores[0], pair, cal_a, cal_b, seed), ()
@@ -77,13 +128,14 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
                              f"{min(len(cal_a), len(cal_b))}: raise trials or calibration_fraction")
     candidates: list[Candidate] = []
     held: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    sufficient: list[str] = []
     for score in scores:
         reason = score_applies(score, pair)
         if reason:
             candidates.append(Candidate(score.name, False, reason))
             continue
         try:
-            fitted = _fit(score, pair, cal_a[:min(half_a, SELECTION_FIT)], cal_b[:min(half_b, SELECTION_FIT)], seed)
+            fitted = _fit(score, pair, cal_a[:selection_fit(len(cal_a))], cal_b[:selection_fit(len(cal_b))], seed)
             held_a = np.asarray(fitted(cal_a[half_a:]), dtype=float)
             held_b = np.asarray(fitted(cal_b[half_b:]), dtype=float)
             if not (np.all(np.isfinite(held_a)) and np.all(np.isfinite(held_b))):
@@ -91,18 +143,25 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
         except (DPAuditError, ValueError, RuntimeError, FloatingPointError, np.linalg.LinAlgError) as exc:
             candidates.append(Candidate(score.name, False, str(exc) or type(exc).__name__))
             continue
-        eps = epsilon_lower_bound(held_a, held_b, delta=delta, confidence=confidence, calibration_fraction=0.5,
-                                  seed=seed).epsilon_lower_bound
+        eps = _strength(held_a, held_b, delta=delta, confidence=confidence, seed=seed, planned=planned)
         held[score.name] = (held_a, held_b)
+        if getattr(fitted, "sufficient", False):
+            sufficient.append(score.name)
         candidates.append(Candidate(score.name, True, "", eps))
     applicable = [c for c in candidates if c.applicable]
     if not applicable:
         raise ParameterError("no score of the portfolio applies: " + "; ".join(
             f"{c.name}: {c.reason}" for c in candidates))
-    top = max(c.epsilon for c in applicable)
-    # the mu bound breaks ties (computed for the tied candidates only: it is a second look at the same trials)
+    if sufficient:  # a plug-in likelihood ratio of the whole output: no other score can do better
+        name = sufficient[0]
+        chosen = next(score for score in scores if score.name == name)
+        candidates = [dataclasses.replace(c, chosen=c.name == name) for c in candidates]
+        return chosen, _fit(chosen, pair, cal_a, cal_b, seed), tuple(candidates)
+    # strengths at or below 0 tie (none resolves an effect at this budget); the mu bound, read near the
+    # centre where the noise is smallest, breaks ties (computed for the tied candidates only)
+    top = max(max(c.epsilon, 0.0) for c in applicable)
     mus = {c.name: gdp_lower_bound(*held[c.name], confidence=confidence, calibration_fraction=0.5,
-                                   seed=seed).mu_lower_bound for c in applicable if c.epsilon == top}
+                                   seed=seed).mu_lower_bound for c in applicable if max(c.epsilon, 0.0) == top}
     name = max(mus, key=lambda n: (mus[n], -[c.name for c in applicable].index(n)))
     chosen = next(score for score in scores if score.name == name)
     candidates = [dataclasses.replace(c, mu=mus.get(c.name)) for c in candidates]

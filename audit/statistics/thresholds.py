@@ -8,10 +8,14 @@ failure probability.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from dpaudit.audit.statistics.conditional import conditional_epsilon_estimate
 from dpaudit.audit.statistics.confidence import (
+    Counts,
     ThresholdPlan,
     check_scores,
     cp_upper,
@@ -21,8 +25,10 @@ from dpaudit.audit.statistics.confidence import (
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice
 
-__all__ = ["STRATEGIES", "calibration_sizes", "candidate_thresholds", "choose_threshold", "failure_split",
-           "orientation", "prepare_scores", "quantile_grid", "round_down", "thresholds_for"]
+__all__ = ["ATOM_SHARE", "PLANNING_LEVELS", "STRATEGIES", "TIE_FRACTIONS", "calibration_sizes", "candidate_tests",
+           "candidate_thresholds", "choose_conditional", "choose_test", "choose_threshold", "epsilon_objective",
+           "failure_split", "orientation", "planned_counts", "planned_value", "prepare_scores", "quantile_grid",
+           "round_down", "thresholds_for"]
 
 STRATEGIES = ("split", "union")
 
@@ -39,6 +45,118 @@ def candidate_thresholds(cal_a: np.ndarray, cal_b: np.ndarray, limit: int = 4000
     return pooled
 
 
+#: Fractions of a boundary atom a randomised test may take (besides all of it, 1): a grid fixed in advance
+TIE_FRACTIONS = np.arange(1, 32) / 32
+#: A score value is an atom worth splitting when this share of the pooled calibration scores sit on it
+ATOM_SHARE = 1e-3
+#: Calibration rates enter the planned bound as one-sided upper bounds at the first of these levels at
+#: which some test plans a positive bound: a penalty for the noise of thin tails, where the largest of
+#: thousands of noisy calibration estimates is mostly luck, relaxed when it leaves nothing (the effect is
+#: smaller than the calibration part's noise, and the point estimates are the best guide left). Chosen on
+#: seeded audits (docs/theory.md 7): at 0.1-0.25 alone, a mixed output whose likelihood ratio is flat in
+#: its tail had its test placed in a tail of a few calibration trials and certified 0 in 2-5 of 6 audits.
+PLANNING_LEVELS = (0.05, 0.25, 0.5)
+
+
+def candidate_tests(cal_a: np.ndarray, cal_b: np.ndarray,
+                    limit: int = 4000) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Candidate tests ``score > t, or score == t and U < g`` and their calibration error counts.
+
+    Every candidate threshold comes with ``g = 1`` (the test ``score >= t``); a
+    threshold on an atom (a value that at least :data:`ATOM_SHARE` of the
+    calibration scores take) also with each fraction of :data:`TIE_FRACTIONS`.
+    Returns ``(thresholds, fractions, false_positives, false_negatives)``; the
+    counts are expected counts ``#{a > t} + g #{a == t}`` and ``#{b < t} + (1 - g)
+    #{b == t}`` (fractional where ``g`` is), the rates the randomised test has
+    on these scores given them.
+    """
+    values = candidate_thresholds(cal_a, cal_b, limit)
+    sorted_a, sorted_b = np.sort(cal_a), np.sort(cal_b)
+    above_a = sorted_a.size - np.searchsorted(sorted_a, values, side="right")
+    above_b = sorted_b.size - np.searchsorted(sorted_b, values, side="right")
+    equal_a = sorted_a.size - np.searchsorted(sorted_a, values, side="left") - above_a
+    equal_b = sorted_b.size - np.searchsorted(sorted_b, values, side="left") - above_b
+    atoms = np.flatnonzero(equal_a + equal_b >= max(2.0, ATOM_SHARE * (cal_a.size + cal_b.size)))
+    rows = np.concatenate([np.arange(values.size), np.repeat(atoms, TIE_FRACTIONS.size)])
+    fractions = np.concatenate([np.ones(values.size), np.tile(TIE_FRACTIONS, atoms.size)])
+    false_positives = above_a[rows] + fractions * equal_a[rows]
+    false_negatives = sorted_b.size - above_b[rows] - fractions * equal_b[rows]
+    return values[rows], fractions, false_positives.astype(float), false_negatives.astype(float)
+
+
+def planned_counts(counts: np.ndarray, trials: int, planned: int, level: float = 0.5) -> np.ndarray:
+    """The counts ``planned`` certification trials would give at the calibration rates, taken at their
+    one-sided upper bounds at ``level`` (so that a rate seen a few times is not taken at its luckiest;
+    0.5: about the point estimate)."""
+    return cp_upper(counts, trials, level) * planned
+
+
+def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0,
+                planned: tuple[int, int] | None = None, level: float = PLANNING_LEVELS[0],
+                limit: int = 4000) -> tuple[float, float, float]:
+    """The test (threshold, tie fraction) whose bound is largest, and that bound; calibration scores only.
+
+    Without ``planned`` the bound is certified on the calibration scores themselves (at ``failure *
+    selection_level``). With ``planned = (m_a, m_b)``, the certification trials to come, it is the bound
+    those trials would certify at ``failure`` from the counts they would give at the calibration rates
+    (:func:`planned_counts` at ``level``): at small epsilon the best test sits in a tail that the
+    certification budget resolves and the calibration part alone does not (docs/theory.md 7).
+    """
+    thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b, limit)
+    if planned is None:
+        level = failure * selection_level
+        values, _ = objective(cp_upper(fp, cal_a.size, level), cp_upper(fn, cal_b.size, level))
+    else:
+        m_a, m_b = planned
+        values, _ = objective(cp_upper(planned_counts(fp, cal_a.size, m_a, level), m_a, failure),
+                              cp_upper(planned_counts(fn, cal_b.size, m_b, level), m_b, failure))
+    best = int(np.argmax(values))
+    return float(thresholds[best]), float(fractions[best]), float(values[best])
+
+
+def epsilon_objective(delta: float) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``(FPR_hi, FNR_hi) -> (bound, direction)``: the epsilon bound of docs/theory.md 3.1 either way."""
+    def objective(fpr: np.ndarray, fnr: np.ndarray):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            forward = np.log(np.maximum(1 - delta - fnr, 0.0) / fpr)   # log((1 - delta - FNR) / FPR)
+            backward = np.log(np.maximum(1 - delta - fpr, 0.0) / fnr)  # log((1 - delta - FPR) / FNR)
+        forward = np.nan_to_num(forward, nan=-np.inf)
+        backward = np.nan_to_num(backward, nan=-np.inf)
+        return np.maximum(forward, backward), np.where(forward >= backward, 0, 1)
+    return objective
+
+
+def choose_conditional(cal_a, cal_b, beta: float, delta: float, planned: tuple[int, int] | None,
+                       level: float = PLANNING_LEVELS[0], limit: int = 4000) -> tuple[float, float, float, int]:
+    """Threshold, tie fraction, calibration value and region of the best conditional bound
+    (``audit.conditional``); with ``planned``, the value the planned certification trials would give."""
+    thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b, limit)
+    n_a, n_b = cal_a.size, cal_b.size
+    if planned is not None:  # the counts the planned certification trials would give
+        n_a, n_b = planned
+        fp, fn = planned_counts(fp, cal_a.size, n_a, level), planned_counts(fn, cal_b.size, n_b, level)
+    forward = conditional_epsilon_estimate(n_b - fn, n_b, fp, n_a, delta=delta, failure=beta)  # score >= t
+    backward = conditional_epsilon_estimate(n_a - fp, n_a, fn, n_b, delta=delta, failure=beta)  # score < t
+    values = np.maximum(forward, backward)
+    best = int(np.argmax(values))
+    return float(thresholds[best]), float(fractions[best]), float(values[best]), int(backward[best] > forward[best])
+
+
+def planned_value(plan: ThresholdPlan, counts: Counts, *, delta: float, beta: float,
+                  planned: tuple[int, int]) -> float:
+    """The bound ``planned = (m_a, m_b)`` certification trials would give to ``plan``'s first test at the rates
+    of ``counts`` (held-out trials the plan was not chosen on), each at its upper bound at the strictest
+    planning level: an estimate for choosing, certifying nothing."""
+    (m_a, m_b), fp, fn = planned, counts.false_positives[:1], counts.false_negatives[:1]
+    level = PLANNING_LEVELS[0]  # held-out rates of a few trials are noisy too: a max over candidates favours them
+    fp, fn = planned_counts(fp, counts.trials_a, m_a, level), planned_counts(fn, counts.trials_b, m_b, level)
+    if plan.method != "conditional":
+        return float(epsilon_objective(delta)(cp_upper(fp, m_a, beta / 2), cp_upper(fn, m_b, beta / 2))[0][0])
+    if plan.direction == 0:
+        return float(conditional_epsilon_estimate(m_b - fn, m_b, fp, m_a, delta=delta, failure=beta)[0])
+    return float(conditional_epsilon_estimate(m_a - fp, m_a, fn, m_b, delta=delta, failure=beta)[0])
+
+
 def choose_threshold(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0) -> tuple[float, float]:
     """The candidate whose bound, certified on the calibration scores themselves, is largest.
 
@@ -50,6 +168,7 @@ def choose_threshold(cal_a, cal_b, failure: float, objective, selection_level: f
     harder. Over 8 seeded audits of a mu = 1 Gaussian with 10^6 trials per
     side this reached 0.975 of the oracle ceiling in epsilon and 0.995 in mu
     on average. Only the choice changes: the bound is certified on other data.
+    Deterministic tests only (``score >= t``); :func:`choose_test` may split an atom.
     """
     candidates = candidate_thresholds(cal_a, cal_b)
     fp, fn = error_counts(cal_a, cal_b, candidates)

@@ -7,7 +7,9 @@ a bound). The ceiling (docs/theory.md 3.4) is what a threshold audit with
 ``N`` certification trials per dataset can certify at best; it grows with
 ``N`` towards the exact value. The command prints the ceiling at the
 configured trials and the smallest trial count (calibration included) whose
-ceiling reaches the target, found by doubling and bisection to 1%.
+ceiling reaches the target, found by doubling and bisection to 1%. Beside
+each ceiling it prints its band: where 95% of ideal threshold audits land
+(``audit.statistics.ceiling.statistical_ceiling_band``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from dpaudit.commands.common import emit_json
 from dpaudit.mechanisms.errors import NotExact, ParameterError
+from dpaudit.reports.text import BAND_WORDS, CEILING_WORDS
 
 __all__ = ["plan_pair", "trials_for_target"]
 
@@ -73,7 +76,7 @@ def _total(certification: int, fraction: float) -> int:
 def plan_pair(pair, *, target: float, delta: float, confidence: float, trials: int,
               fraction: float) -> dict[str, Any]:
     """The plan of one canary position: exact (or surrogate) value, ceiling now, trials for the target."""
-    from dpaudit.audit.statistics.ceiling import exact_ceiling
+    from dpaudit.audit.statistics.ceiling import exact_ceiling_band
     from dpaudit.audit.jobs.runner import calibration_trials
     from dpaudit.mechanisms.accounting.instances import likelihood_ratio_law
 
@@ -81,12 +84,12 @@ def plan_pair(pair, *, target: float, delta: float, confidence: float, trials: i
     value = laws.epsilon(delta) if hasattr(laws, "epsilon") else _exact_epsilon(pair, delta, laws)
     law = likelihood_ratio_law(laws)
     certification = trials - calibration_trials(trials, fraction)
-    now = exact_ceiling(*law, trials=certification, delta=delta, confidence=confidence)
+    now = exact_ceiling_band(*law, trials=certification, delta=delta, confidence=confidence)
     needed = None
     if math.isfinite(value) and value > 0:
         needed = trials_for_target(law, target * value, delta=delta, confidence=confidence)
     return {"index": pair.index, "value_kind": kind, "value": value if math.isfinite(value) else None,
-            "ceiling": now, "trials": trials, "target": target,
+            "ceiling": now.ceiling, "ceiling_band": list(now.band), "trials": trials, "target": target,
             "trials_for_target": _total(needed, fraction) if needed else None}
 
 
@@ -134,9 +137,13 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"  {where}{label}: none finite at this delta")
                 continue
             needed = row["trials_for_target"]
+            low, high = row["ceiling_band"]
             print(f"  {where}{label} {row['value']:.4f}; ceiling {row['ceiling']:.4f} at trials={row['trials']} "
-                  f"({row['ceiling'] / row['value']:.3f} of it); a ceiling of {row['target']:g} x {row['value']:.4f} "
+                  f"({row['ceiling'] / row['value']:.3f} of it; 95% of ideal audits certify {low:.4f} to "
+                  f"{high:.4f}); a ceiling of {row['target']:g} x {row['value']:.4f} "
                   + (f"needs trials={needed} per dataset" if needed else f"needs more than {MAX_TRIALS:.0e} trials"))
+    if any(row.get("ceiling_band") for document in documents for row in document["positions"]):
+        print(f"Statistical ceiling: {CEILING_WORDS}\nCeiling band: {BAND_WORDS}")
     return 0
 
 

@@ -23,7 +23,8 @@ from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.accounting.lssgd import lssgd_claim_noise
 from dpaudit.reports import plots
 from dpaudit.reports.render import as_document, write_all, write_text_atomic
-from dpaudit.reports.text import verdict_sentence
+from dpaudit.reports.html import summary_figure
+from dpaudit.reports.text import BAND_WORDS, CEILING_WORDS, notable_sentences, verdict_sentence
 
 __all__ = ["SECTIONS", "Section", "build", "section_configs"]
 
@@ -65,8 +66,8 @@ SECTIONS = (
     Section("schedules", "(g) When does the hidden state hide anything?",
             "A crafted gradient inserted every k = 1, 5, 25 steps of DP-SGD (n = 100, batches of 100, 250 steps, "
             "noise multiplier 15.81, linear loss; Cebere et al. 2025), then one gradient at step 1 with a linear "
-            "and with a concave loss (Annamalai 2024): certified, exact and the claims side by side "
-            "(docs/theory.md 10)."),
+            "and with a concave loss (Annamalai 2024), and the same on PNSGD: certified, exact and the claims "
+            "side by side (docs/theory.md 10)."),
 )
 
 
@@ -137,8 +138,9 @@ def build(out: Path, *, trials: int | None, workers: int | None, store: str, pro
     for number, result in zip(owners, results):
         write_all(result, out)
         document = as_document(result)
-        audits[number].append((result.title, verdict_sentence(document), result.audit_id,
-                               plots.epsilon_by_index(document)))
+        caption, svg = summary_figure(document)
+        audits[number].append((result.title, " ".join([verdict_sentence(document), *notable_sentences(document)]),
+                               result.audit_id, svg, caption))
     from dpaudit.gallery import libraries
 
     library_results, missing = libraries.library_audits(
@@ -162,7 +164,8 @@ def build(out: Path, *, trials: int | None, workers: int | None, store: str, pro
     env = Environment(autoescape=select_autoescape(default=True))
     page = env.from_string(_INDEX).render(
         sections=[(section, audits[number], figures.get(section.folder)) for number, section in enumerate(SECTIONS)],
-        libraries=(libraries.HEADING, libraries.TEXT, library_rows, missing))
+        libraries=(libraries.HEADING, libraries.TEXT, library_rows, missing),
+        ceiling_words=CEILING_WORDS, band_words=BAND_WORDS)
     index = out / "index.html"
     write_text_atomic(index, page)
     return index
@@ -172,11 +175,12 @@ _INDEX = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>dp
 <style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 .small{color:#666;font-size:.9em}</style></head><body>
 <h1>dpaudit gallery: audits next to the theory</h1>
+<p class="small" id="ceiling-words"><b>Statistical ceiling</b>: {{ ceiling_words }} <b>Ceiling band</b>: {{ band_words }}</p>
 {% for section, audits, figure in sections %}
 <section class="gallery-section" id="{{ section.folder }}">
 <h2>{{ section.heading }}</h2><p class="small">{{ section.text }}</p>
-{% for title, sentence, audit_id, svg in audits %}
-<div class="audit"><h3>{{ title }}</h3><p>{{ sentence }} <a href="{{ audit_id }}.html">full report</a></p>{{ svg | safe }}</div>
+{% for title, sentence, audit_id, svg, caption in audits %}
+<div class="audit"><h3>{{ title }}</h3><p>{{ sentence }} <a href="{{ audit_id }}.html">full report</a></p>{{ svg | safe }}{% if caption %}<p class="small">{{ caption }}</p>{% endif %}</div>
 {% endfor %}
 {% if section.folder == "stopped" %}
 <p class="small">Theory: n = 100, L = 1, beta = 1 (Huber loss), K = [0, 1]. Solid: E_gamma contraction (Thm 5,
@@ -191,7 +195,8 @@ multiplier 1, Poisson batches, canary against nothing); DP-LSSGD's last iterate 
 the same exact values. Right: PNSGD on the whole space (n = 20, sigma = 2, linear loss), where every step's noise
 reaches the output, so the exact value does not depend on the index while the per-index bound of amplification by
 iteration grows toward the last index. From a claim down to the exact value: the slack of the theorem; from the exact
-value down to a ceiling: the slack any threshold audit with that many trials must leave.</p>
+value down to a ceiling: the slack any threshold audit with that many trials must leave (shaded: the ceiling's band,
+where 95% of ideal threshold audits land).</p>
 {% endif %}
 {{ figure | safe if figure else "" }}
 </section>

@@ -5,7 +5,7 @@ of steps grows and as the sampling rate grows (Poisson batches, gradient
 canary against nothing, noise multiplier 1), and PNSGD on the whole space
 by canary position. Each shows the claims (upper bounds), the instance's
 exact value, and the statistical ceiling of a threshold audit at 1e5 and
-1e6 trials: the gap from a claim down to the exact value is the slack of
+1e6 trials with its band (shaded: where 95% of ideal threshold audits land): the gap from a claim down to the exact value is the slack of
 the theorem, the gap from the exact value down to a ceiling the slack any
 audit with that many trials must leave. DP-LSSGD's last iterate is an
 invertible image of DP-SGD's: its exact values are those of the first two
@@ -20,7 +20,7 @@ import numpy as np
 
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.audit.statistics.ceiling import exact_ceiling
+from dpaudit.audit.statistics.ceiling import exact_ceiling_band
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.accounting.instances import exact_epsilon, exact_laws, likelihood_ratio_law
 from dpaudit.reports import plots
@@ -45,7 +45,9 @@ def _point(mech, index: int, pair_kind: str) -> dict[str, float | None]:
     row["exact"] = exact_epsilon(mech, pair.dataset_a, pair.dataset_b, DELTA)
     law = likelihood_ratio_law(exact_laws(mech, pair.dataset_a, pair.dataset_b))
     for trials in TRIALS:
-        row[f"ceiling {trials:.0e}"] = exact_ceiling(*law, trials=trials, delta=DELTA)
+        ceiling = exact_ceiling_band(*law, trials=trials, delta=DELTA)
+        row[f"ceiling {trials:.0e}"] = ceiling.ceiling
+        row[f"band {trials:.0e}"] = ceiling.band
     return row
 
 
@@ -70,7 +72,7 @@ def hidden_state_svg(rows: dict | None = None) -> str:
               "rates": ("DP-SGD last iterate: sampling rate q (T = 50)", "sampling rate q"),
               "positions": ("PNSGD, whole space: canary index (n = 20)", "canary index t")}
     for axes, (panel, (xs, values)) in zip(axes_list, rows.items()):
-        names = [name for name in values[0] if name != "exact" and not name.startswith("ceiling")]
+        names = [name for name in values[0] if name != "exact" and not name.startswith(("ceiling", "band"))]
         for number, name in enumerate(names):
             axes.plot(xs, [_finite(v.get(name)) for v in values], label=f"{name} (claim)", **plots._distinct(number))
         axes.plot(xs, [_finite(v["exact"]) for v in values], color="tab:red", linewidth=2.5, label="exact value")
@@ -78,6 +80,9 @@ def hidden_state_svg(rows: dict | None = None) -> str:
             key = f"ceiling {trials:.0e}"
             axes.plot(xs, [_finite(v[key]) for v in values], color="grey", linestyle=style,
                       label=f"ceiling, {trials:.0e} trials")
+            bands = [v[f"band {trials:.0e}"] for v in values]
+            axes.fill_between(xs, [_finite(b[0]) for b in bands], [_finite(b[1]) for b in bands], color="grey",
+                              alpha=0.15, linewidth=0)
         title, label = titles[panel]
         if panel != "positions":
             axes.set_xscale("log")

@@ -4,11 +4,15 @@ Configs in ``schedules/``: DP-SGD's last iterate (n = 100, batches of 100,
 250 steps, noise multiplier 15.81) with a crafted gradient every k = 1, 5, 25
 steps and the linear loss, after Cebere, Bellet and Papernot (2025); then one
 gradient at step 1 of 50 (noise multiplier 1) with the linear loss and with
-the concave loss, whose steps expand, after Annamalai (2024). The table puts
+the concave loss, whose steps expand, after Annamalai (2024); and the same
+pair of losses on PNSGD, the seeds' own mechanism, with the canary at index
+1 of 20. The table puts
 each audit's certified bound next to the exact value of its instance, the
 every-iterate value of the canary's steps (composition) and the
 amplification-by-iteration bound for the last iterate (or why it does not
 apply), and the share of the every-iterate value the last iterate keeps.
+For PNSGD the every-iterate value is ``local-rdp`` (the canary's one step)
+and the amplification bound ``pabi-rdp`` (Feldman et al. Thm 23).
 """
 
 from __future__ import annotations
@@ -30,7 +34,18 @@ def _number(value) -> str:
     return "&ndash;" if value is None else f"{value:.3f}"
 
 
+#: Per column, the claim that fills it: a scheduled canary's, else PNSGD's.
+EVERY_ITERATE = ("scheduled-composition", "local-rdp")
+AMPLIFICATION = ("scheduled-amplification", "pabi-rdp")
+
+
+def _first(claims: dict, names: tuple[str, ...]):
+    return next((claims[name] for name in names if name in claims), None)
+
+
 def _steps(canary: dict) -> str:
+    if canary.get("indices") and canary["indices"][0] is not None:
+        return "index " + ", ".join(str(index) for index in canary["indices"])
     if canary.get("every") is not None:
         return f"every {canary['every']}"
     steps = canary.get("steps") or []
@@ -44,8 +59,8 @@ def schedules_table(results) -> str:
         row = result.per_index[0]
         claims = {claim.name: claim for claim in row.claims}
         exact = claims.get("exact-instance")
-        composition = claims.get("scheduled-composition")
-        amplification = claims.get("scheduled-amplification")
+        composition = _first(claims, EVERY_ITERATE)
+        amplification = _first(claims, AMPLIFICATION)
         kept = (f"{exact.epsilon / composition.epsilon:.2f}" if exact and composition and exact.epsilon
                 and composition.epsilon else "&ndash;")
         if amplification is not None and amplification.applicable:

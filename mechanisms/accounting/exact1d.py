@@ -39,7 +39,6 @@ import dataclasses
 import math
 
 import numpy as np
-from scipy.signal import fftconvolve
 from scipy.special import ndtr
 
 __all__ = ["Law", "Step", "e_gamma", "exact_profile", "propagate", "rounding_bound"]
@@ -90,6 +89,8 @@ def _weights(nodes: np.ndarray) -> np.ndarray:
 
 def _correlate(weights: np.ndarray, kernel_row: np.ndarray, size: int) -> np.ndarray:
     """``sum_i weights_i * kernel(y_i - x_j)`` for every ``j``, with ``kernel_row`` on lags ``-(size-1)..size-1``."""
+    from scipy.signal import fftconvolve  # on first use: importing scipy.signal takes about 0.6 s
+
     return fftconvolve(weights[::-1], kernel_row)[size - 1: 2 * size - 1][::-1]
 
 
@@ -135,6 +136,8 @@ def _smooth(masses: np.ndarray, shift: float, nodes: np.ndarray, noise: str, spr
     kernel = _pdf(noise, lags - shift, spread)
     columns = _correlate(_weights(nodes), kernel, size)  # trapezoid mass of each node's kernel
     scale = np.divide(inside, columns, out=np.zeros_like(inside), where=columns > 0)
+    from scipy.signal import fftconvolve
+
     density = fftconvolve(masses * scale, kernel)[size - 1: 2 * size - 1]
     return density, float(masses @ below), float(masses @ above)
 

@@ -19,7 +19,6 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy.optimize import nnls
 
 __all__ = [
     "bounded_domain_rdp",
@@ -82,6 +81,8 @@ def shift_schedule(shifts, noise_std, contraction=1.0) -> tuple[np.ndarray, floa
         basis[t + 1, t] = c[t + 1]
     design = -(weight[:, None] * basis)
     target = weight * s
+    from scipy.optimize import nnls  # on first use: importing scipy.optimize takes a process about 0.7 s
+
     z, _ = nnls(design, target, maxiter=50 * steps)
     a = s + basis @ z
     return a, float(np.sum((weight * a) ** 2))

@@ -45,9 +45,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import logsumexp, ndtr
-from scipy.stats import binom
 
 __all__ = ["ERROR", "MAX_EPSILON", "MixtureLaws", "count_mixture", "mixture_epsilon"]
 
@@ -194,6 +192,8 @@ class MixtureLaws:
 
 def _root(function: Callable[[float], float], left: float, right: float, tolerance: float) -> float:
     """Brent's root in ``[left, right]``; the end nearer zero when rounding hides the sign change."""
+    from scipy.optimize import brentq  # on first use: importing scipy.optimize takes a process about 0.7 s
+
     low, high = function(left), function(right)
     if low * high > 0:
         return left if abs(low) < abs(high) else right
@@ -240,6 +240,8 @@ def count_mixture(shift_a: float, shift_b: float, *, steps: int, rate: float, st
     std : float
         Std of the summed noise along ``u`` (``sqrt(T)`` times a step's).
     """
+    from scipy.stats import binom  # on first use: importing scipy.stats takes a process about 0.5 s
+
     counts = np.arange(steps + 1)
     weights = binom.pmf(counts, steps, rate) if rate < 1 else (counts == steps).astype(float)
     extra = {"citation": citation} if citation else {}

@@ -63,7 +63,7 @@ from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.errors import NotExact
 from dpaudit.mechanisms.losses import NONCONVEX_LOSSES
 
-__all__ = ["best_shifts", "equivalent_mu", "is_scheduled", "scheduled_claims", "scheduled_laws", "step_differences"]
+__all__ = ["best_shifts", "equivalent_mu", "expanding_pnsgd_laws", "is_scheduled", "scheduled_claims", "scheduled_laws", "step_differences"]
 
 COMPOSITION = ("Gaussian composition of the canary's scheduled steps, every iterate released (Dong, Roth, Su "
                "2022, Cor. 3.3; docs/theory.md 10)")
@@ -144,6 +144,47 @@ def scheduled_laws(mech, data_a: Dataset, data_b: Dataset) -> MixtureLaws:
                          statistic=statistic,
                          citation=("last iterate with a canary at chosen steps: Gaussian along the canary's summed "
                                    "gradient (docs/theory.md 10)"))
+
+
+def expanding_pnsgd_laws(mech, data_a: Dataset, data_b: Dataset) -> MixtureLaws:
+    """PNSGD with the concave loss on the whole space: Gaussian laws of the last iterate (docs/theory.md 10.4).
+
+    A record's step is ``w <- a w - eta (x_t + Z_t)`` with ``a = 1 + eta beta``; an injected (canary)
+    gradient replaces the record's whole gradient, so its step is ``w <- w - eta (g + Z_t)``. With ``r_k``
+    the factor of step ``k`` and ``P_k`` the product of the later factors, ``w_T = (prod r) w_0 - eta sum_k
+    P_k (g_k + Z_k)``: along the difference of the two means it is Gaussian with std ``sigma sqrt(sum_k
+    P_k^2)`` under both datasets.
+    """
+    from dpaudit.mechanisms.accounting.training_laws import gradient_table
+
+    if mech.domain != "whole" or str(mech.noise) != "gaussian" or mech.variant != "plain":
+        raise NotExact(f"the concave loss's closed form needs the whole space, Gaussian noise and variant "
+                       f"'plain', got domain={mech.domain!r}, noise={mech.noise!r}, variant={mech.variant!r}")
+    a = 1.0 + float(mech.eta) * float(mech.loss_function.smoothness)
+    positions = mech.positions()
+    means, factors = {}, {}
+    for name, data in (("a", data_a), ("b", data_b)):
+        table = gradient_table(mech, data)
+        rates = np.array([1.0 if position + 1 in data.injected else a for position in positions])
+        later = np.concatenate([np.cumprod(rates[::-1])[::-1][1:], [1.0]])  # P_k: product of the later factors
+        if not np.all(np.isfinite(later)) or later.max() > 1e150:
+            raise NotExact(f"a^T = {a}^{len(positions)} is beyond the float range of the closed form")
+        means[name] = later @ table[positions]
+        factors[name] = (later, float(np.prod(rates)))
+    if not np.allclose(factors["a"][0], factors["b"][0], rtol=1e-12, atol=0.0):
+        raise NotExact("the canary's position differs between the datasets: no common closed form")
+    later, growth = factors["a"]
+    difference = means["a"] - means["b"]
+    size = float(np.linalg.norm(difference))
+    v = difference / size if size > _TOLERANCE * float(mech.loss_function.lipschitz) else np.eye(mech.dim)[0]
+    start, eta = mech.start(1, torch.float64)[0].numpy(), float(mech.eta)
+
+    def statistic(outputs: np.ndarray) -> np.ndarray:
+        return ((growth * start - outputs) / eta) @ v
+
+    return count_mixture(float(means["a"] @ v), float(means["b"] @ v), steps=1, rate=1.0,
+                         std=float(mech.sigma) * math.sqrt(float(np.sum(later**2))), statistic=statistic,
+                         citation="last iterate of concave-loss PNSGD: Gaussian (docs/theory.md 10.4)")
 
 
 def best_shifts(differences: np.ndarray) -> np.ndarray:

@@ -42,7 +42,6 @@ class ModelTraining(Mechanism):
     summary = "a torch model trained by DP-SGD or DP-LSSGD on real data; output: final parameters"
     canary_kinds = ("gradient", "input")
     zero_input_is_absent = False  # a zero record still moves the bias: it is a record, not an absence
-    tile_trials = 1024  # per-trial parameters can be large: small tiles keep memory low and threads busy
 
     model: str = param("logistic", "'logistic', 'softmax' or 'mlp'")
     data: str = param("breast_cancer", "bundled scikit-learn data (breast_cancer, digits, iris, wine) or a "
@@ -63,8 +62,10 @@ class ModelTraining(Mechanism):
     radius: float | None = param(None, "pnsgd: parameters are projected onto the ball of this radius (None: no "
                                        "projection)")
     init_seed: int = param(0, "seed of the (public) initial parameters, the same in every trial")
-    dtype: str = param("float64", "torch dtype of the computation: float32 or float64")
-    device: str = param("cpu", "'cpu' or 'cuda' (a GPU, when torch sees one)")
+    dtype: str | None = param(None, "torch dtype of the computation: float32 or float64 (default: float32 on a GPU, "
+                                    "float64 on a CPU)")
+    device: str = param("cpu", "'cpu', 'cuda' (a GPU, when torch sees one) or 'auto' (a GPU if torch sees one, "
+                               "else the CPU)")
     output: str = param("final", "'final' (hidden state: the last parameters) or 'iterates' (every step's)")
 
     def validate(self) -> None:
@@ -88,8 +89,12 @@ class ModelTraining(Mechanism):
         check_int("epochs", self.epochs, minimum=1, maximum=10**4)
         if self.radius is not None:
             check_real("radius", self.radius, positive=True)
+        check_choice("device", self.device, ("cpu", "cuda", "auto"))
+        if self.device == "auto":  # resolved once: the parameters say where the trainings ran
+            object.__setattr__(self, "device", "cuda" if torch.cuda.is_available() else "cpu")
+        if self.dtype is None:
+            object.__setattr__(self, "dtype", "float32" if self.device == "cuda" else "float64")
         self.check_dtype()
-        check_choice("device", self.device, ("cpu", "cuda"))
         check_choice("output", self.output, ("final", "iterates"))
         if self.device == "cuda" and not torch.cuda.is_available():
             raise ParameterError("device='cuda' needs a GPU that torch can use; none is available here")
@@ -163,6 +168,20 @@ class ModelTraining(Mechanism):
     def _template(self) -> torch.nn.Module:
         torch_dtype = torch.float64 if self.dtype == "float64" else torch.float32
         return build_model(self.model, self.record_dim - 1, self.classes, self.hidden, self.init_seed, torch_dtype)
+
+    @property
+    def tile_trials(self) -> int:
+        """Trials per tile: small on a CPU (per-trial parameters can be large), large on a GPU, whose blocks are
+        sized to its free memory (``device.device_block``)."""
+        return 1 << 16 if self.device == "cuda" else 1024
+
+    @property
+    def gradient_paths(self) -> list[str]:
+        """How each layer's per-example gradients are found: a closed form, parameter-free, or ``torch.func``
+        (and why), one line per layer; a model that is not a sequence of layers is one line."""
+        if isinstance(self._template, torch.nn.Linear):
+            return [f"{type(self._template).__name__}: closed form (linear model)"]
+        return Stacked(self._template).plan.describe()
 
     @property
     def parameter_count(self) -> int:

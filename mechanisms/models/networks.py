@@ -22,6 +22,7 @@ from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
 from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.models.grad_sample import plan_layers
 
 __all__ = ["MODELS", "Stacked", "build_model", "per_example_gradients"]
 
@@ -95,6 +96,7 @@ class Stacked:
         self.flat = torch.cat([params[name].reshape(1, -1) for name in self.names], dim=1).detach().to(self.device)
         self.buffers = {name: value[0].to(self.device) for name, value in buffers.items()}
         self.linear = isinstance(model, nn.Linear)
+        self.plan = plan_layers(model, self.names, self.device)  # the path of each layer's per-example gradients
         self.model = copy.deepcopy(model).to("meta")  # the skeleton functional_call fills in (model untouched)
 
     @property
@@ -128,12 +130,16 @@ def per_example_gradients(stacked: Stacked, flat: torch.Tensor, inputs: torch.Te
     """Gradients of each example's loss, ``(trials, batch, P)``, for parameters ``flat`` ``(trials, P)``.
 
     ``inputs`` is ``(trials, batch, features)`` and ``labels`` ``(trials, batch)``: each trial has its own
-    batch. Any model goes through ``torch.func`` (``vmap`` over trials of ``vmap`` over examples of
-    ``grad`` of ``functional_call``); a plain ``nn.Linear`` (logistic and softmax regression) has its
-    gradients in closed form, the same values about three times faster (tests compare the two).
+    batch. A plain ``nn.Linear`` (logistic and softmax regression) has its gradients in closed form; a
+    sequence of layers has them layer by layer (``grad_sample``: closed forms where the registry has one,
+    ``torch.func`` for the other layers); any other model, and ``closed_form=False``, goes through
+    ``torch.func`` as a whole (``vmap`` over trials of ``vmap`` over examples of ``grad`` of
+    ``functional_call``). Tests compare the paths.
     """
     if closed_form and stacked.linear:
         return _linear_gradients(stacked, flat, inputs, labels)
+    if closed_form and stacked.plan.layered:
+        return stacked.plan.per_example_gradients(stacked.unflatten, stacked.names, flat, inputs, labels)
     def loss(params_flat, x, y):
         params = stacked.unflatten(params_flat)
         output = functional_call(stacked.model, (params, stacked.buffers), (x.unsqueeze(0),))

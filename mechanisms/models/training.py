@@ -31,6 +31,7 @@ from torch import nn
 from dpaudit.mechanisms.kinds import SHUFFLED
 from dpaudit.mechanisms.lssgd import laplacian_smooth
 from dpaudit.mechanisms.models.networks import Stacked, per_example_gradients
+from dpaudit.mechanisms.models.progress import training_bar
 
 __all__ = ["BLOCK_ELEMENTS", "Injected", "LinearBuffers", "Schedule", "linear_clipped_sum", "members", "membership", "train", "train_pnsgd"]
 
@@ -52,14 +53,16 @@ class Schedule:
 
 def _batch(trials: int, n: int, schedule: Schedule, rng: np.random.Generator,
            device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Record indices ``(trials, K)`` of each trial's batch (:func:`membership`), ``K`` the largest
-    batch of the block, and a mask of the entries that are members."""
-    member = membership(trials, n, schedule, rng).to(device)
-    counts = member.sum(dim=1)
-    width = max(int(counts.max()), 1)
-    # the members of each row first (a stable sort of "not a member" keeps them in record order)
-    indices = torch.argsort((~member).to(torch.int8), dim=1, stable=True)[:, :width]
-    return indices, torch.arange(width, device=counts.device).unsqueeze(0) < counts.unsqueeze(1)
+    """Record indices ``(trials, K)`` of each trial's batch (:func:`members`), in record order and padded
+    with record 0, ``K`` the largest batch of the block, and a mask of the entries that are members."""
+    rows, cols = members(trials, n, schedule, rng)  # row-major: each row's members in record order
+    counts = torch.bincount(rows, minlength=trials)
+    width = max(int(counts.max()), 1) if rows.numel() else 1
+    starts = torch.cumsum(counts, dim=0) - counts
+    indices = torch.zeros(trials, width, dtype=torch.long)
+    indices[rows, torch.arange(rows.numel()) - starts[rows]] = cols
+    member = torch.arange(width).unsqueeze(0) < counts.unsqueeze(1)
+    return indices.to(device), member.to(device)
 
 
 class Injected:
@@ -110,6 +113,34 @@ def _gathered_step(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor
         hit = slots >= 0
         gradients[hit] = injected.vectors[slots[hit]]
     return _finish((gradients * member.unsqueeze(-1)).sum(dim=1), theta, schedule, rng)
+
+
+def _layered_step(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
+                  injected: Injected, schedule: Schedule, rng: np.random.Generator,
+                  batch: torch.Tensor | None = None, buffers: None = None) -> torch.Tensor:
+    """A sequence of layers (``grad_sample``): each example's gradient norm from its layers' closed forms
+    (ghost norms where cheaper), then the clipped sum as one weighted product per layer, without forming
+    every per-example gradient of the model.
+
+    ``batch``: the record indices ``(trials, m)`` of shuffled batches (else drawn here)."""
+    if batch is None:
+        indices, member = _batch(theta.shape[0], features.shape[0], schedule, rng, theta.device)
+    else:
+        indices, member = batch.to(theta.device), torch.ones(batch.shape, dtype=torch.bool, device=theta.device)
+    squared, weighted_sum = stacked.plan.clip_parts(stacked.unflatten, stacked.names, theta, features[indices],
+                                                    labels[indices])
+    weights = _clip_factors(torch.sqrt(squared), schedule.clip) * member
+    if injected:
+        slots = injected.slot[indices]  # (T, K): the canary row of each batch entry, or -1
+        canary = (slots >= 0) & member
+        weights = torch.where(canary, 0.0, weights)  # a canary's gradient is replaced by its injected one
+        total = weighted_sum(weights)
+        included = torch.zeros(theta.shape[0], injected.positions.numel(), dtype=total.dtype, device=total.device)
+        included[canary.nonzero(as_tuple=True)[0], slots[canary]] = 1.0
+        total = total + included @ injected.vectors
+    else:
+        total = weighted_sum(weights)
+    return _finish(total, theta, schedule, rng)
 
 
 def members(trials: int, n: int, schedule: Schedule, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -259,8 +290,16 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
     features, labels = records[:, :-1], records[:, -1]
     n = features.shape[0]
     injected = Injected(injected, n, stacked.size, records.dtype, records.device)
+    if records.device.type == "cuda":  # every step on the device (device.py)
+        from dpaudit.mechanisms.models.device import train_on_device
+
+        return train_on_device(stacked, records, injected, schedule, trials, rng, iterates=iterates)
     if stacked.linear:  # logits of every record: (trials, classes, n) per step
         step, per_trial = _dense_linear_step, 3 * n * (stacked.size // max(features.shape[1] + 1, 1) + 1)
+    elif stacked.plan.layered:  # gathered batches: (trials, K) examples' activations and norms
+        width = 2 * schedule.batch_size if schedule.sampling == "poisson" else schedule.batch_size
+        elements = stacked.plan.example_elements(stacked.unflatten, stacked.flat, features.unsqueeze(0))
+        step, per_trial = _layered_step, width * elements + 4 * stacked.size  # blocks of about 50 trials for the CNN
     else:  # gathered batches: (trials, K, P) per-example gradients
         width = 2 * schedule.batch_size if schedule.sampling == "poisson" else schedule.batch_size
         step, per_trial = _gathered_step, width * stacked.size
@@ -274,7 +313,9 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
         order = None
         buffers = (LinearBuffers(theta.shape[0], stacked.size // (features.shape[1] + 1), features)
                    if stacked.linear else None)
+        bar = training_bar(schedule.steps, f"training {theta.shape[0]} models")
         for number in range(schedule.steps):
+            bar.update(1)
             batch = None
             if schedule.sampling in SHUFFLED:  # a uniform permutation, cut into batches of m
                 slot = number % (n // schedule.batch_size)
@@ -284,6 +325,7 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
             theta = step(stacked, theta, features, labels, injected, schedule, rng, batch, buffers)
             if iterates:
                 output[rows, number * size:(number + 1) * size] = theta
+        bar.close()
         output[rows, -size:] = theta
     return output
 

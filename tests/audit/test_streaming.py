@@ -21,7 +21,9 @@ def _scores(seed: int, shift: float, size: int = 50_000):
 def test_chunked_counts_equal_whole_arrays(shift, threshold):
     # Exact equality, not a tolerance: the same integer counts enter the same bounds.
     cal_a, cal_b, cert_a, cert_b = _scores(7, shift)
-    certifier = StreamingCertifier(cal_a, cal_b, delta=1e-5, confidence=0.95, threshold=threshold)
+    # planned: the certification trials to come, as epsilon_lower_bound plans for its own arrays
+    certifier = StreamingCertifier(cal_a, cal_b, delta=1e-5, confidence=0.95, threshold=threshold,
+                                   planned=(cert_a.size, cert_b.size))
     for side, scores in (("b", cert_b), ("a", cert_a)):
         for chunk in np.array_split(scores, 13):
             certifier.add(side, chunk)

@@ -98,11 +98,44 @@ def test_every_cited_document_ships():
 
 @pytest.mark.parametrize("document", ["README.md", "docs/guide.md"])
 def test_python_blocks_of_the_docs_run_as_written(tmp_path, document):
+    """Every Python block runs as a script; a block that defines pytest tests runs under pytest, and its
+    tests must be collected and pass."""
     text = (ROOT / document).read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert blocks, f"{document} has no Python block"
     for number, block in enumerate(blocks):
-        script = tmp_path / f"block{number}.py"
+        script = tmp_path / f"test_block{number}.py"
         script.write_text(block)
-        result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True)
-        assert result.returncode == 0, f"{document} Python block {number} failed:\n{block}\n{result.stderr}"
+        tests = re.findall(r"^def (test_\w+)\(", block, re.M)
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                   str(script)] if tests else [sys.executable, str(script)]
+        result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+        assert result.returncode == 0, f"{document} Python block {number} failed:\n{block}\n{result.stdout}" \
+                                       f"\n{result.stderr}"
+        if tests:
+            assert f"{len(tests)} passed" in result.stdout, result.stdout
+
+
+def test_readme_is_a_front_door_and_the_docs_index_lists_every_page():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.encode("utf-8")) <= 9 * 1024
+    assert 'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest -q' in readme  # .ci/run
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        if page.name != "index.md":
+            assert f"]({page.name})" in index, f"docs/index.md does not list {page.name}"
+    assert "| `python benchmarks/" in (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_first_audit_without_a_model_never_imports_torch_dynamo():
+    """Fitting the portfolio's learned scores must not build a torch.optim optimiser, which imports
+    torch._dynamo (about 2.8 s of a process's first audit); checked in a fresh process (a work bound)."""
+    script = ("import sys, dpaudit\n"
+              "mech = dpaudit.make('pnsgd', n=20, dim=3, eta=0.1, sigma=1.0, domain='ball', radius=1.0)\n"
+              "result = dpaudit.audit(mech, trials=4000, delta=1e-5)\n"
+              "portfolio = result.attack['portfolio']\n"
+              "assert {'logistic', 'mlp'} <= {c['name'] for c in portfolio if c['applicable']}, portfolio\n"
+              "print(sorted(m for m in ('torch._dynamo', 'statsmodels', 'pandas') if m in sys.modules))\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"

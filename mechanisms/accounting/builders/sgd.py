@@ -23,8 +23,8 @@ from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS, subsampled_gaussia
 from dpaudit.mechanisms.accounting.shuffled_batches import CHUA, GAUSSIAN_EPOCHS, shuffled_claims
 from dpaudit.mechanisms.accounting.subsampling import amplify_by_subsampling
 from dpaudit.mechanisms.kinds import SHUFFLED
-from dpaudit.mechanisms.losses import NONCONVEX_LOSSES
 from dpaudit.mechanisms.accounting.tight import PLD_CITATION, WOR_CITATION, pld_claim, wor_gaussian_rdp, wor_rdp_claim
+from dpaudit.mechanisms.losses import NONCONVEX_LOSSES
 
 MTZ = "Mironov, Talwar, Zhang 2019 (Poisson-subsampled Gaussian RDP), converted by CKS Prop. 12"
 NOTES = ("lecture notes: subsampling theorem (Balle et al. 2018) on the exact Gaussian step, "

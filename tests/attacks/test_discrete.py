@@ -1,0 +1,108 @@
+"""The ``discrete`` score: encoding of few-valued and mixed coordinates, outcome codes, the outcome table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpaudit.attacks import discrete
+from dpaudit.attacks.discrete import fit_discrete, fit_encoding, outcome_codes
+from dpaudit.attacks.scores import registered_scores, resolve_scores
+from dpaudit.mechanisms.errors import ParameterError
+
+
+def _mixed(rng: np.random.Generator, size: int) -> np.ndarray:
+    """A boolean, a count in 0..4, a sentinel -1000 or a noisy value, a continuous value."""
+    flag = rng.random(size) < 0.3
+    value = np.where(rng.random(size) < 0.4, -1000.0, rng.normal(5.0, 1.0, size))
+    return np.column_stack([flag, rng.integers(0, 5, size), value, rng.normal(size=size)])
+
+
+def test_encoding_reads_categories_sentinels_and_continuous_coordinates():
+    rng = np.random.default_rng(0)
+    outputs = _mixed(rng, 2_000)
+    encoding = fit_encoding(outputs)
+    assert encoding.levels[0].tolist() == [0.0, 1.0] and encoding.levels[1].tolist() == [0, 1, 2, 3, 4]
+    assert encoding.levels[2] is None and encoding.sentinels[2].tolist() == [-1000.0]
+    assert encoding.levels[3] is None and encoding.sentinels[3].size == 0  # continuous: never binned
+    features = encoding.features(outputs)
+    # 2 + 5 one-hot columns, a sentinel flag and the value (0 where flagged), the continuous value
+    assert features.shape == (2_000, 10)
+    flagged = outputs[:, 2] == -1000.0
+    assert np.array_equal(features[:, 7], flagged.astype(float))
+    assert np.all(features[flagged, 8] == 0.0) and np.array_equal(features[~flagged, 8], outputs[~flagged, 2])
+    assert np.array_equal(features[:, 9], outputs[:, 3])
+    # a category value never seen on calibration sets no column
+    unseen = outputs[:1].copy()
+    unseen[0, 1] = 7.0
+    assert encoding.features(unseen)[0, 2:7].sum() == 0.0
+
+
+def test_outcome_codes_are_equal_exactly_for_equal_rows_in_both_radix_and_hash_forms():
+    rng = np.random.default_rng(1)
+    for columns in (3, 60):  # 3^60 outcomes overflow 64 bits: the hashed codes
+        rows = rng.integers(0, 2, size=(3_000, columns)).astype(float)
+        encoding = fit_encoding(rows)
+        codes = outcome_codes(encoding, rows)
+        distinct_rows = np.unique(rows, axis=0, return_inverse=True)[1].ravel()
+        distinct_codes = np.unique(codes, return_inverse=True)[1].ravel()
+        pairs = set(zip(distinct_rows.tolist(), distinct_codes.tolist()))  # the same partition of the trials
+        assert len(pairs) == len(set(distinct_rows.tolist())) == len(set(distinct_codes.tolist()))
+    # -0.0 and 0.0 are one value
+    encoding = fit_encoding(np.array([[0.0], [1.0]]))
+    assert outcome_codes(encoding, np.array([[-0.0]]))[0] == outcome_codes(encoding, np.array([[0.0]]))[0]
+
+
+def test_outcome_table_scores_the_smoothed_log_ratio_and_zero_for_unseen_outcomes():
+    rng = np.random.default_rng(2)
+    cal_a = rng.choice(3, size=(4_000, 1), p=[0.5, 0.3, 0.2]).astype(float)
+    cal_b = rng.choice(3, size=(4_000, 1), p=[0.3, 0.3, 0.4]).astype(float)
+    score = fit_discrete(cal_a, cal_b, seed=0)
+    a = discrete.PSEUDO_COUNT
+    for outcome in range(3):
+        n_a, n_b = int(np.sum(cal_a == outcome)), int(np.sum(cal_b == outcome))
+        expected = np.log((n_b + a) / 4_000) - np.log((n_a + a) / 4_000)
+        assert score(np.array([[float(outcome)]]))[0] == pytest.approx(expected, rel=1e-12)
+    assert score(np.array([[5.0]]))[0] == 0.0
+
+
+def test_many_outcomes_fall_back_to_a_classifier_on_encoded_columns():
+    rng = np.random.default_rng(3)
+    # 2^12 outcomes seen about once each: no table; the bits' classifier points to S' for the shifted law
+    cal_a = (rng.random((2_000, 12)) < 0.4).astype(float)
+    cal_b = (rng.random((2_000, 12)) < 0.6).astype(float)
+    score = fit_discrete(cal_a, cal_b, seed=0)
+    assert not hasattr(score, "outcomes")
+    assert score(np.ones((1, 12)))[0] > score(np.zeros((1, 12)))[0]
+
+
+def test_continuous_outputs_are_declined_with_a_reason():
+    rng = np.random.default_rng(4)
+    with pytest.raises(ParameterError, match="no coordinate with few distinct values"):
+        fit_discrete(rng.normal(size=(500, 2)), rng.normal(size=(500, 2)), seed=0)
+
+
+def test_discrete_is_registered_and_in_the_default_portfolio():
+    assert "discrete" in registered_scores()
+    assert "discrete" in [score.name for score in resolve_scores("auto")]
+
+
+def test_the_portfolio_fits_on_a_share_that_grows_with_the_budget():
+    from dpaudit.audit.statistics.portfolio import SELECTION_FIT, SELECTION_SHARE, selection_fit
+
+    assert selection_fit(600) == 300  # a small audit: the first half, as before
+    assert selection_fit(8_000) == SELECTION_FIT
+    assert selection_fit(2_000_000) == int(SELECTION_SHARE * 2_000_000)  # no cap
+
+
+def test_the_portfolio_takes_the_outcome_table_without_a_contest():
+    # randomised response: every score is a function of the outcome, and the table estimates the best
+    import dpaudit
+    from tests import discrete_algorithms as algorithms
+
+    algorithm = algorithms.randomized_response(1.0)
+    result = dpaudit.audit(algorithm.mechanism, dataset_pair=algorithm.pair, trials=20_000, delta=0.0, seed=0,
+                           score=["projection", "discrete"])
+    chosen = [row for row in result.attack["portfolio"] if row["chosen"]]
+    assert [row["name"] for row in chosen] == ["discrete"]
+    assert 0 < result.epsilon_lower_bound <= 1.0
