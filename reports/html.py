@@ -71,7 +71,12 @@ def html(result: Any) -> str:
     """Render the report of an :class:`AuditResult` (or its document); every user-supplied string goes
     through autoescaping."""
     result = typed(result)
-    figures = [(caption, draw(result)) for caption, draw in figure_list(result)]
+    if result.one_run:  # one run certifies one epsilon from canary scores: no profile, no positions
+        figures = [("ROC of the canary score: included against excluded canaries (log axes; not certified).",
+                    plots.roc(result)),
+                   ("Canary scores: S are the included canaries, S' the excluded ones.", plots.histograms(result))]
+    else:
+        figures = [(caption, draw(result)) for caption, draw in figure_list(result)]
     return _ENV.get_template("report.html.j2").render(
         doc=result, sentence=verdict_sentence(result), gdp=gdp_sentence(result), figures=figures,
         notable=notable_sentences(result),

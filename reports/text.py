@@ -19,8 +19,8 @@ from dpaudit.audit.jobs.result import AuditResult, ClaimEntry, IndexResult, load
 from dpaudit.audit.checks.verdict import applicable_bounds
 
 __all__ = ["BAND_WORDS", "CEILING_WORDS", "band_text", "claims_rows", "estimate_rows", "gdp_sentence", "index_rows",
-           "markdown", "md", "notable_sentences", "num", "portfolio_rows", "reading_guide", "release_text",
-           "shown_params", "tightest_claim", "typed", "verdict_sentence"]
+           "markdown", "md", "notable_sentences", "num", "one_run_lines", "portfolio_rows", "reading_guide",
+           "release_text", "shown_params", "tightest_claim", "typed", "verdict_sentence"]
 
 Result = AuditResult | Mapping[str, Any]
 
@@ -93,7 +93,10 @@ def verdict_sentence(result: Result) -> str:
 
 def gdp_sentence(result: Result) -> str:
     """The GDP fit, labelled as model-based and set apart from the certified bound."""
-    emp = typed(result).empirical
+    result = typed(result)
+    if result.one_run:  # a one-run audit's model-based figure is the Gaussian-pair estimate
+        return str(result.one_run.get("model_based", ""))
+    emp = result.empirical
     model = emp.model_based_epsilon
     implied = (f" If the mechanism's tradeoff were exactly Gaussian, epsilon at delta = {_plain_num(emp.delta, 'g')} "
                f"would be {_plain_num(model, '.3f')}: this is model-based (assumes a Gaussian tradeoff), "
@@ -102,6 +105,15 @@ def gdp_sentence(result: Result) -> str:
     return (f"Model-based GDP fit: mu >= {_plain_num(emp.mu_lower_bound, '.3f')} with confidence "
             f"{_plain_num(emp.confidence, 'g')} (mu is the shift between two unit Gaussians whose tradeoff "
             f"the scores are compared with).{implied}")
+
+
+def one_run_lines(result: AuditResult) -> list[str]:
+    """The one-run section of the Markdown report: what was certified and under which assumptions, in the
+    result's own words (``result.one_run``; the HTML report prints the same sentences)."""
+    record = result.one_run
+    lines = ["## One-run audit", "", md(record.get("statement")), "", "Assumptions:", ""]
+    lines += [f"- {md(item)}" for item in record.get("assumptions") or ()]
+    return lines + [""]
 
 
 def reading_guide(result: Result) -> list[tuple[str, str]]:
@@ -131,6 +143,11 @@ def reading_guide(result: Result) -> list[tuple[str, str]]:
         guide.append(("Per-index confidence", f"each of the {count} canary positions is certified at confidence "
                       f"{_plain_num(per_index, '.4g')}, so that all {count} statements hold together with the "
                       f"audit's confidence {_plain_num(emp.confidence, 'g')} (a union bound)."))
+    if result.one_run:
+        guide.append(("One run", "here the trials are canaries of one training run (or a few pooled): each was "
+                      "included or not by a fair coin before training, and the test counts how often the trained "
+                      "model tells which; the one-run section says which test certified and under which "
+                      "assumptions."))
     if result.attack.get("portfolio"):
         guide.append(("Portfolio", "several scores were fitted on part of the calibration trials and judged on "
                       "the rest; only the strongest certified, on trials none of them saw, so the choice costs "
@@ -298,6 +315,8 @@ def markdown(result: Result) -> str:
              + md(verdict_sentence(result)), ""]
     lines += [f"**{md(sentence)}**\n" for sentence in notable_sentences(result)]
     lines += ["> " + md(gdp_sentence(result)), "", "## How to read this report", ""]
+    if result.one_run:
+        lines[-2:-2] = one_run_lines(result)
     lines += [f"- **{md(term)}**: {md(text)}" for term, text in reading_guide(result)]
     params = ", ".join(f"{md(k)} = {md(v)}" for k, v in shown_params(mech).items())
     indices = canary.get("indices") or []
@@ -307,8 +326,10 @@ def markdown(result: Result) -> str:
               f"- canary: {md(canary['kind'])} ({md(canary['relation'])}), "
               f"{'positions ' + md(', '.join(map(str, indices))) if indices and indices[0] is not None else 'no positions'}"
               f"{md(schedule_text(canary))}",
-              f"- score: {md(', '.join(map(str, score)) if isinstance(score, list) else score)}; trials per dataset: "
-              f"{num(audit['trials'], 'd')}; threshold: {md(audit['threshold'])}", ""]
+              f"- score: {md(', '.join(map(str, score)) if isinstance(score, list) else score)}; "
+              + (f"design: one-run, {num(result.one_run.get('canaries'), 'd')} canaries per run, "
+                 f"{num(result.one_run.get('runs'), 'd')} run(s)" if result.one_run else
+                 f"trials per dataset: {num(audit['trials'], 'd')}; threshold: {md(audit['threshold'])}"), ""]
     strongest = result.empirical.index
     where = f" at the strongest canary index ({md(strongest)})" if strongest is not None else ""
     lines += [f"## Claims{where}", ""]

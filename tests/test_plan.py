@@ -52,3 +52,36 @@ def test_plan_refuses_a_target_outside_zero_one(tmp_path, capsys):
     path.write_text(CONFIG)
     assert main(["plan", str(path), "--target", "1.5"]) == 2
     assert "target must be a fraction in (0, 1), got target=1.5" in capsys.readouterr().err
+
+
+MODEL = """
+title = "softmax, one run"
+[mechanism]
+name = "model"
+model = "softmax"
+data = "iris"
+steps = 10
+batch_size = 16
+noise_multiplier = 1.0
+[canary]
+kind = "gradient"
+[audit]
+design = "one-run"
+canaries = 100
+"""
+
+
+def test_plan_compares_many_trainings_with_one_run_for_a_model(tmp_path, capsys):
+    path = tmp_path / "model.toml"
+    path.write_text(MODEL)
+    assert main(["plan", str(path), "--target", "0.5", "--json"]) == 0
+    (document,) = json.loads(capsys.readouterr().out)
+    many, one = document["designs"]["many-runs"], document["designs"]["one-run"]
+    value = max(row["value"] for row in document["positions"])
+    assert many["trainings"] == 2 * 100_000 and 0 < many["ceiling"] < value
+    assert one["canaries"] == 100 and one["trainings"] == 1
+    assert set(one["certifiable"]) == {"fdp", "steinke", "tail"}
+    # the forecast's canaries are Gaussian pairs of epsilon `value`: a sound estimator certifies no more
+    assert all(0 <= bound <= value for bound in one["certifiable"].values())
+    assert main(["plan", str(path), "--target", "0.5", "--canaries", "400"]) == 0
+    assert "one run with 400 canaries (1 training) could certify at best" in capsys.readouterr().out

@@ -24,7 +24,8 @@ class PrivacyViolation(AssertionError):
 
 def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, dataset_pair=None,
                    canary: CanarySpec | None = None, trials: int = 100_000, confidence: float = 0.95,
-                   seed: int = 0, score: Any = None, chunk_size: int | None = None) -> dict[str, Any]:
+                   seed: int = 0, score: Any = None, chunk_size: int | None = None, design: str = "many-runs",
+                   canaries: int | None = None, runs: int | None = None) -> dict[str, Any]:
     """Audit ``mechanism`` against the claim ``(epsilon, delta)``; raise if a violation is certified.
 
     The audit looks at the data after 1, 2, 4, ... certification chunks (planned from ``trials`` before
@@ -51,6 +52,10 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
         A score's name, a score object, or a list of either (a portfolio, one chosen on calibration
         trials). Default ``"auto"``: every registered score that applies, one chosen on calibration trials.
 
+    design : {"many-runs", "one-run"}
+        ``"one-run"``: one training run with ``canaries`` canaries (``runs`` pooled) instead of ``trials``
+        trainings per dataset (``audit.jobs.one_run_design``); ``trials`` and ``chunk_size`` do not apply.
+
     Returns
     -------
     dict
@@ -65,9 +70,13 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
     epsilon = check_real("epsilon", epsilon, nonnegative=True)
     if chunk_size is None:
         chunk_size = min(10_000, max(1_000, trials // 64))
-    result = audit(mechanism, dataset_pair=dataset_pair, canary=canary, score=score, trials=trials,
-                   delta=delta, confidence=confidence, seed=seed, sequential=True, claimed_epsilon=epsilon,
-                   chunk_size=chunk_size)
+    if design == "one-run":
+        result = audit(mechanism, design=design, canaries=canaries, runs=runs, canary=canary, dataset_pair=dataset_pair,
+                       score=score, delta=delta, confidence=confidence, seed=seed, claimed_epsilon=epsilon)
+    else:
+        result = audit(mechanism, dataset_pair=dataset_pair, canary=canary, score=score, trials=trials,
+                       delta=delta, confidence=confidence, seed=seed, sequential=True, claimed_epsilon=epsilon,
+                       chunk_size=chunk_size, design=design, canaries=canaries, runs=runs)
     bound = result.epsilon_lower_bound
     chosen = result.attack["score"]
     looks = result.sequential
@@ -77,6 +86,15 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
         "confidence": confidence, "trials": trials, "seed": seed, "score": chosen, "violation": bound > epsilon,
         "trials_used": looks.get("trials_used", trials), "looks": looks,
     }
+    if result.one_run:
+        summary.update(trials=result.empirical.trials, trials_used=result.empirical.trials, design="one-run",
+                       canaries=result.one_run["pooled_canaries"])
+        if bound > epsilon:
+            raise PrivacyViolation(
+                f"{summary['mechanism']} is not ({epsilon:g}, {delta:g})-DP: {result.one_run['statement']} "
+                f"Reproduce with assert_private(..., design='one-run', canaries={result.one_run['canaries']}, "
+                f"runs={result.one_run['runs']}, seed={seed}, confidence={confidence:g}).")
+        return summary
     if bound > epsilon:
         raise PrivacyViolation(
             f"{summary['mechanism']} is not ({epsilon:g}, {delta:g})-DP: certified epsilon >= {bound:.4f} "

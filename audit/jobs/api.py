@@ -12,14 +12,45 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
-from dpaudit.audit.jobs.job import make_job
+from dpaudit.audit.jobs.job import AUDIT_DEFAULTS, AuditSettings, make_job
 from dpaudit.audit.jobs.result import AuditResult
 from dpaudit.audit.jobs.runner import RunOptions, run_audits
 from dpaudit.audit.jobs.store import MEMORY
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.errors import ParameterError
 
-__all__ = ["audit", "make_job"]
+__all__ = ["audit", "make_job", "make_one_run_job"]
+
+
+def make_one_run_job(mechanism: Mechanism | None, *, design: str, canaries: int | None, runs: int | None,
+                     one_run_method: str | None, canary: Any, title: str | None, claimed_epsilon: float | None,
+                     sequential: bool, given: Mapping[str, Any], **settings: Any) -> Any:
+    """The ``OneRunJob`` of ``audit(..., design="one-run")``; arguments of the other design are refused."""
+    from dpaudit.audit.jobs.one_run_design import ONE_RUN_DEFAULTS, OneRunJob
+
+    if design != "one-run":
+        raise ParameterError(f"canaries, runs and one_run_method apply to design='one-run', got design={design!r}")
+    if mechanism is None:
+        raise ParameterError("a one-run audit needs a mechanism (dpaudit.make('model', ...))")
+    refused = [name for name, value in given.items() if value] + [
+        name for name in ("trials", "threshold", "chunk_size", "calibration_fraction") if name in settings]
+    if refused:
+        raise ParameterError(f"design='one-run' takes no {refused[0]} (one training run, canaries instead of trials)")
+    unknown = sorted(set(settings) - set(AUDIT_DEFAULTS))
+    if unknown:
+        raise ParameterError(f"unknown audit setting {unknown[0]!r} (valid: delta, confidence, seed)")
+    kind = "gradient"
+    if canary is not None:
+        fields = dict(canary) if isinstance(canary, Mapping) else {"kind": getattr(canary, "kind", None)}
+        if set(fields) - {"kind"}:
+            raise ParameterError(f"design='one-run' takes canary kind only, got {sorted(fields)}")
+        kind = fields.get("kind") or "gradient"
+    description = {"mechanism": {"name": mechanism.name, **mechanism.params}, "canary": {"kind": kind}}
+    return OneRunJob(mechanism, ONE_RUN_DEFAULTS["canaries"] if canaries is None else canaries,
+                     AuditSettings(**settings), title or f"{mechanism.label} one-run audit", description,
+                     kind=kind, runs=ONE_RUN_DEFAULTS["runs"] if runs is None else runs,
+                     method=one_run_method or ONE_RUN_DEFAULTS["one_run_method"], claimed_epsilon=claimed_epsilon,
+                     sequential=bool(sequential))
 
 
 def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
@@ -27,7 +58,8 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
           index: Any = None, score: Any = None, title: str | None = None, store: str = MEMORY,
           workers: int = 1, progress: bool = False, estimators: Sequence[Any] = (), sequential: bool = False,
           claimed_epsilon: float | None = None, search: Mapping[str, Any] | bool | None = None,
-          **settings: Any) -> AuditResult:
+          design: str = "many-runs", canaries: int | None = None, runs: int | None = None,
+          one_run_method: str | None = None, **settings: Any) -> AuditResult:
     """Audit ``mechanism`` and return the :class:`AuditResult`.
 
     Parameters
@@ -65,6 +97,13 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
         3.8): ``True``, or a mapping of its options (``record_domain``, ``thresholds``,
         ``screen_trials``, ...). The result is the certifying audit of the strongest pair; the
         screening table is :func:`dpaudit.search`'s.
+    design : {"many-runs", "one-run"}
+        ``"one-run"``: train once with ``canaries`` canaries, each included with probability 1/2, and
+        certify from their scores (``audit.jobs.one_run_design``, docs/theory.md 9); mechanism ``model`` only.
+        ``canary={"kind": "input"}`` inserts input canaries (black box) instead of gradient canaries.
+    canaries, runs, one_run_method : optional
+        Of the one-run design: canaries per run (default 1000), training runs pooled (default 1), and
+        the estimator the verdict uses (``"fdp"``, default, or ``"steinke"``).
     store : str
         ``":memory:"`` (default) or an SQLite file to keep and reuse chunks.
     workers : int
@@ -98,6 +137,15 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
         options = dict(search) if isinstance(search, Mapping) else {}
         return search_pairs(mechanism, score=score, title=title, epsilon=claimed_epsilon, **options,
                             **settings).result
+    if design == "one-run" or canaries is not None or runs is not None or one_run_method is not None:
+        job = make_one_run_job(mechanism, design=design, canaries=canaries, runs=runs,
+                               one_run_method=one_run_method, canary=canary, title=title,
+                               claimed_epsilon=claimed_epsilon, sequential=sequential,
+                               given={"pair": pair, "dataset_pair": dataset_pair, "index": index, "score": score,
+                                      "estimators": estimators}, **settings)
+        return run_audits([job], RunOptions(store=str(store), workers=workers, progress=progress))[0]
+    if design != "many-runs":
+        raise ParameterError(f"design must be 'many-runs' or 'one-run', got design={design!r}")
     job = make_job(mechanism, pair=pair, dataset_pair=dataset_pair, canary=canary, index=index, score=score,
                    title=title, estimators=estimators, sequential=sequential, claimed_epsilon=claimed_epsilon,
                    **settings)

@@ -3,7 +3,10 @@
 A config has an optional top-level ``title`` and the tables ``[mechanism]``
 (``name`` plus the mechanism's parameters), ``[canary]``, ``[attack]``,
 ``[audit]`` and an optional ``[sweep]`` whose lists expand into one audit
-per combination. Configs are data: parsing never executes code.
+per combination. Configs are data: parsing never executes code, except the
+model factory a config names itself (``model = "file.py:factory"``, loaded
+from the config's folder). ``[audit] design = "one-run"`` and its keys are
+read by :mod:`dpaudit.audit.jobs.one_run_config`.
 
 Errors are :class:`ConfigError` (a ``ParameterError``) naming the file, the
 table, the key and the value.
@@ -25,6 +28,7 @@ from dpaudit.attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
 from dpaudit.attacks.scores import AUTO, SCORES, get_score, score_needs_calibration
 from dpaudit.audit.statistics.budget import MAX_SWEEP, Estimate, check_budget
 from dpaudit.audit.jobs.job import AUDIT_DEFAULTS, AuditJob, AuditSettings, check_setting
+from dpaudit.audit.jobs.one_run_config import one_run_job, one_run_keys
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import suggestion
 
@@ -50,6 +54,7 @@ class AuditConfig:
     def __init__(self, resolved: dict[str, Any], source: str) -> None:
         self.resolved = resolved
         self.source = source
+        _load_user_model(resolved["mechanism"], source)
         self.mechanism = mechanisms.make(resolved["mechanism"]["name"], **{
             k: v for k, v in resolved["mechanism"].items() if k != "name"})
         canary = dict(resolved["canary"])
@@ -57,11 +62,17 @@ class AuditConfig:
         resolved["canary"]["pair"] = self.canary.pair_for(self.mechanism)  # None: the mechanism's default
         self.score = resolved["attack"]["score"]
         self.audit = resolved["audit"]
+        self.one_run = resolved.get("one_run")
         self.title = resolved.get("title") or f"{self.mechanism.name} audit"
 
     def job(self, *, sequential: bool = False) -> AuditJob:
         """The audit to run: one canary pair per position the config asks for (``sequential``: stop at the
-        first certified violation, ``dpaudit check``)."""
+        first certified violation, ``dpaudit check``); a ``OneRunJob`` for ``design = "one-run"``."""
+        if self.one_run is not None:
+            try:
+                return one_run_job(self, sequential)
+            except ParameterError as exc:  # names the config and the key already
+                raise ConfigError(str(exc)) from None
         try:
             pairs = tuple(self.canary.build(self.mechanism, t) for t in self.canary.indices(self.mechanism))
         except ParameterError as exc:
@@ -71,10 +82,13 @@ class AuditConfig:
                         description, self.source, sequential=sequential)
 
     def check_budget(self, *, workers: int = 1, max_memory: int | None = None,
-                     store: str | None = None) -> Estimate:
+                     store: str | None = None) -> Estimate | None:
         """Refuse (``ConfigError`` naming the parameter) an audit that cannot fit the machine, before
         any dataset is built (``audit.statistics.budget``)."""
         settings = AuditSettings(**self.audit)
+        if self.one_run is not None:  # one training run: the job refuses what cannot run, nothing to size
+            self.job()
+            return None
         try:
             return check_budget(self.mechanism, self.canary.count(self.mechanism), settings, workers=workers,
                                 max_memory=max_memory, store=store,
@@ -89,10 +103,29 @@ class AuditConfig:
         return self.job().audit_id
 
     def with_trials(self, trials: int) -> "AuditConfig":
-        """The same audit with another trial count (``--trials``)."""
+        """The same audit with another trial count (``--trials``; a one-run audit has no trials: itself)."""
+        if self.one_run is not None:
+            return self
         resolved = copy.deepcopy(self.resolved)
         resolved["audit"]["trials"] = _check_audit_key("trials", trials, self.source)
         return AuditConfig(resolved, self.source)
+
+
+def _load_user_model(mechanism: dict[str, Any], source: str) -> None:
+    """Replace ``model = "file.py:factory"`` of mechanism ``model`` by the factory it names, a relative path
+    taken from the config file's folder (``mechanisms.models.user_model``); errors name ``[mechanism] model``."""
+    spec = mechanism.get("model")
+    if mechanism.get("name") != "model" or not isinstance(spec, str) or ":" not in spec:
+        return
+    from dpaudit.mechanisms.models.user_model import UserModel, load_user_model
+
+    if isinstance(spec, UserModel):
+        return
+    base = Path(source).parent if source and not source.startswith("<") else None
+    try:
+        mechanism["model"] = load_user_model(spec, base=base)
+    except ParameterError as exc:
+        raise _fail(source, "mechanism", "model", str(exc).removeprefix("model: ")) from None
 
 
 def _fail(source: str, table: str, key: str, message: str) -> ConfigError:
@@ -265,7 +298,12 @@ def parse_config(raw: dict[str, Any], source: str = "<config>") -> list[AuditCon
     _check_values(raw, source)
     configs = []
     for variant, label in _expand_sweep(raw, source):
+        try:
+            variant, one_run = one_run_keys(variant, source)
+        except ParameterError as exc:  # names the config and the key already
+            raise ConfigError(str(exc)) from None
         resolved = _resolve(variant, source)
+        resolved["one_run"] = one_run
         try:
             config = AuditConfig(resolved, source)
             _check_applicable(config, variant, source)

@@ -68,6 +68,7 @@ def _code_bytes(code: types.CodeType, seen: set[int]) -> bytes:
 
 
 def _function_bytes(fn: Any) -> bytes:
+    fn = getattr(fn, "__wrapped__", fn)  # a factory named in a config (mechanisms.models.user_model)
     target = getattr(fn, "__func__", fn)
     code = getattr(target, "__code__", None)
     if code is None:  # a callable object: its class's __call__

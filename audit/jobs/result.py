@@ -206,6 +206,9 @@ class AuditResult:
     #: A sequential audit's looks (``audit.statistics.sequential``): planned looks, the failure probability per look,
     #: where it stopped; empty for an audit that certifies once.
     sequential: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: A one-run audit's design record (``audit.jobs.one_run_result``): canaries, runs, the certified statement and
+    #: its assumptions in the words every report prints; empty for an audit of many trainings.
+    one_run: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def epsilon_lower_bound(self) -> float:
@@ -225,6 +228,7 @@ class AuditResult:
             "tightness": dict(self.tightness), "timings": _plain(self.timings), "store": self.store,
             "theory_slack": _plain(self.theory_slack),
             **({"sequential": _plain(self.sequential)} if self.sequential else {}),
+            **({"one_run": _plain(self.one_run)} if self.one_run else {}),
         }
 
     def to_json(self) -> str:
@@ -254,7 +258,8 @@ class AuditResult:
                 violations=tuple(document["violations"]), tightness=dict(document["tightness"]),
                 timings=document["timings"], store=document.get("store"), schema_version=version,
                 theory_slack=dict(document.get("theory_slack") or {}),
-                sequential=dict(document.get("sequential") or {}))
+                sequential=dict(document.get("sequential") or {}),
+                one_run=dict(document.get("one_run") or {}))
         except (KeyError, TypeError) as exc:
             raise ResultError(f"not a complete dpaudit result (missing or malformed {exc})") from None
 

@@ -257,6 +257,8 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
     """
     started = time.perf_counter()
     options.check()
+    if any(getattr(job, "design", "many-runs") == "one-run" for job in jobs):
+        return _with_one_run(jobs, options)
     for job in jobs:
         check_budget(job.mechanism, len(job.pairs), job.settings, workers=options.worker_count,
                      max_memory=options.max_memory, store=options.store, fitted=job.fitted)
@@ -304,6 +306,22 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
         for plan, result in zip(plans, (results[n] for n in range(len(plans)))):
             store.put_result(plan.audit_id, result.to_dict())
     return [results[n] for n in range(len(plans))]
+
+
+def _with_one_run(jobs: list, options: RunOptions) -> list[AuditResult]:
+    """Run one-run audits (``audit.jobs.one_run_design``) one after the other, the others together; results in order."""
+    from dpaudit.audit.jobs.one_run_result import run_one_run
+
+    many = [job for job in jobs if getattr(job, "design", "many-runs") != "one-run"]
+    done = iter(run_audits(many, options) if many else [])
+    results = []
+    with Store(options.store) as store:
+        for job in jobs:
+            if getattr(job, "design", "many-runs") == "one-run":
+                results.append(run_one_run(job, store, store_path=str(options.store)))
+            else:
+                results.append(next(done))
+    return results
 
 
 def _result(plan: _Plan, store: Store, look: int, computed: Counter, started: float,

@@ -113,8 +113,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="one-run audit: --scores of the canaries and --included (1 included, 0 not)")
     parser.add_argument("--scores", help="with --one-run: one score per canary, larger when included")
     parser.add_argument("--included", help="with --one-run: 1 for a canary that was included, 0 otherwise")
-    parser.add_argument("--method", choices=("fdp", "steinke"), default="fdp",
-                        help="with --one-run: f-DP (Mahloujifar et al. 2024) or Steinke et al. 2023")
+    parser.add_argument("--method", choices=("fdp", "steinke", "tail"), default="fdp",
+                        help="with --one-run: f-DP (Mahloujifar et al. 2024, default), Steinke et al. 2023, or the "
+                             "tail bound of Xiang et al. 2025 (Gaussian family, stronger)")
     parser.add_argument("--guesses", default="auto",
                         help="with --one-run: auto, union, calibrate, or a number of guesses")
     parser.add_argument("--delta", type=float, required=True)

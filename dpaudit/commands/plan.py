@@ -10,6 +10,12 @@ configured trials and the smallest trial count (calibration included) whose
 ceiling reaches the target, found by doubling and bisection to 1%. Beside
 each ceiling it prints its band: where 95% of ideal threshold audits land
 (``audit.statistics.ceiling.statistical_ceiling_band``).
+
+For a trained model it also compares the designs: many trainings (the
+ceiling at the configured trials, and the trainings they take) against one
+run with ``m`` canaries (``--canaries``, or the config's), whose best case is
+forecast by every one-run estimator on canaries that are each a Gaussian
+pair of the same value and do not interfere (a reference, not a bound).
 """
 
 from __future__ import annotations
@@ -18,11 +24,11 @@ import argparse
 import math
 from typing import Any
 
-from dpaudit.commands.common import emit_json
+from dpaudit.commands.common import count, emit_json
 from dpaudit.mechanisms.errors import NotExact, ParameterError
 from dpaudit.reports.text import BAND_WORDS, CEILING_WORDS
 
-__all__ = ["plan_pair", "trials_for_target"]
+__all__ = ["equivalent_mu", "one_run_forecast", "plan_pair", "trials_for_target"]
 
 MAX_TRIALS = 10**12
 
@@ -99,6 +105,44 @@ def _exact_epsilon(pair, delta: float, laws) -> float:
     return exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, delta, laws=laws)
 
 
+def equivalent_mu(value: float, delta: float) -> float:
+    """The mu whose mu-GDP epsilon at ``delta`` is ``value`` (bisection; the Gaussian pair of that value)."""
+    from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
+
+    low, high = 0.0, 64.0
+    for _ in range(60):
+        middle = 0.5 * (low + high)
+        low, high = (middle, high) if float(gaussian_epsilon(delta, middle)) < value else (low, middle)
+    return low
+
+
+def one_run_forecast(value: float, *, canaries: int, runs: int, delta: float, confidence: float,
+                     seed: int = 0) -> dict[str, Any]:
+    """What one run with ``canaries`` canaries (``runs`` pooled) could certify at best: each canary's score a
+    Gaussian pair of the same ``value`` (its equivalent mu), no interference between canaries, one seeded
+    draw; each estimator of the one-run design on those scores (docs/theory.md 9)."""
+    import numpy as np
+
+    from dpaudit.audit.statistics.one_run_fdp import METHODS, one_run_audit
+
+    mu = equivalent_mu(value, delta)
+    rng = np.random.default_rng(seed)
+    included = rng.integers(0, 2, canaries * runs)
+    scores = rng.standard_normal(included.size) + mu * included
+    bounds = {method: one_run_audit(scores, included, delta=delta, confidence=confidence, method=method,
+                                    seed=seed).epsilon_lower_bound for method in METHODS}
+    return {"canaries": canaries, "runs": runs, "trainings": runs, "per_canary_mu": mu, "certifiable": bounds}
+
+
+def _many_runs(config):
+    """The config itself, or for a one-run config the same training audited by many trainings."""
+    from dpaudit.audit.jobs.config import AuditConfig
+
+    if config.one_run is None:
+        return config
+    return AuditConfig({**config.resolved, "one_run": None}, config.source)
+
+
 def _run(args: argparse.Namespace) -> int:
     from dpaudit.audit.jobs.config import load_configs
 
@@ -106,7 +150,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ParameterError(f"target must be a fraction in (0, 1), got target={args.target}")
     documents = []
     for config in load_configs(args.config):
-        job = config.job()
+        one_run = config.one_run
+        job = _many_runs(config).job()
         settings = job.settings
         confidence = 1 - (1 - settings.confidence) / len(job.pairs)  # the audit's per-position confidence
         rows = []
@@ -116,8 +161,19 @@ def _run(args: argparse.Namespace) -> int:
                                       trials=settings.trials, fraction=settings.calibration_fraction))
             except ParameterError as exc:  # this position has no known laws; the others are still planned
                 rows.append({"index": pair.index, "value_kind": None, "reason": str(exc)})
-        documents.append({"title": config.title, "source": config.source, "delta": settings.delta,
-                          "confidence": confidence, "positions": rows})
+        document = {"title": config.title, "source": config.source, "delta": settings.delta,
+                    "confidence": confidence, "positions": rows}
+        known = [row for row in rows if row.get("value")]
+        if config.mechanism.name == "model" and known:
+            strongest = max(known, key=lambda row: row["value"])
+            canaries = args.canaries or (one_run or {}).get("canaries") or 1000
+            document["designs"] = {
+                "many-runs": {"trials": settings.trials, "trainings": 2 * settings.trials * len(job.pairs),
+                              "ceiling": max(row["ceiling"] for row in known)},
+                "one-run": one_run_forecast(strongest["value"], canaries=canaries,
+                                            runs=(one_run or {}).get("runs", 1), delta=settings.delta,
+                                            confidence=settings.confidence)}
+        documents.append(document)
     if all(row["value_kind"] is None for document in documents for row in document["positions"]):
         first = documents[0]["positions"][0]["reason"]
         raise ParameterError(first if len(documents) == 1 else f"no config has known score laws; first: {first}")
@@ -142,6 +198,14 @@ def _run(args: argparse.Namespace) -> int:
                   f"({row['ceiling'] / row['value']:.3f} of it; 95% of ideal audits certify {low:.4f} to "
                   f"{high:.4f}); a ceiling of {row['target']:g} x {row['value']:.4f} "
                   + (f"needs trials={needed} per dataset" if needed else f"needs more than {MAX_TRIALS:.0e} trials"))
+        if "designs" in document:
+            many, one = document["designs"]["many-runs"], document["designs"]["one-run"]
+            bounds = ", ".join(f"{method} {value:.3f}" for method, value in one["certifiable"].items())
+            print(f"  designs: many trainings ({many['trainings']} trainings) certify at most the ceiling "
+                  f"{many['ceiling']:.4f}; one run with {one['canaries']} canaries ({one['trainings']} training"
+                  f"{'s' if one['trainings'] > 1 else ''}) could certify at best {bounds} (each canary a Gaussian "
+                  f"pair of mu {one['per_canary_mu']:.3f}, no interference between canaries: a reference, "
+                  f"not a bound; canaries in one model share its noise and usually certify less)")
     if any(row.get("ceiling_band") for document in documents for row in document["positions"]):
         print(f"Statistical ceiling: {CEILING_WORDS}\nCeiling band: {BAND_WORDS}")
     return 0
@@ -153,5 +217,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("config", nargs="+", metavar="CONFIG", help="audit config files (TOML)")
     parser.add_argument("--target", type=float, required=True,
                         help="fraction F in (0, 1) of the exact (or surrogate) value the ceiling should reach")
+    parser.add_argument("--canaries", type=count(2), default=None,
+                        help="canaries of the one-run design compared for models (default: the config's, or 1000)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(handler=_run)

@@ -8,6 +8,8 @@ included canaries move them more. The one-run estimator (f-DP, Mahloujifar et al
 lower bound on epsilon from those 1,000 scores, printed beside the accountant's claim.
 
 Run: ``python examples/models/one_run_mlp.py`` (needs ``pip install 'dpaudit[models]'``; about 30 s).
+The same design without the recipe, with claims, store and reports: ``dpaudit.audit(mech, design="one-run",
+canaries=1000)``, or ``[audit] design = "one-run"`` in a config (``examples/models/cnn/one_run.toml``).
 """
 
 from __future__ import annotations
