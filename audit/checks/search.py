@@ -23,6 +23,12 @@ runner as :func:`dpaudit.audit`. Only that one audit certifies anything, so
 the search costs nothing in the failure probability: the choice of the pair
 is a function of screening data, independent of the certifying trials
 (docs/theory.md 3.8).
+
+For a function of a vector of query answers (``queries=n``: a dataset of
+``n`` records, the answers) the candidates are instead the standard input
+patterns of StatDP and DP-Sniper (:mod:`dpaudit.audit.checks.vector_pairs`), and the
+chosen pair is certified with the audit's default portfolio unless a score
+is named.
 """
 
 from __future__ import annotations
@@ -189,7 +195,8 @@ def search(mechanism: Mechanism, *, record_domain: tuple[float, float] | None = 
            epsilon: float | None = None, thresholds: Sequence[float] = (), background: Any = None,
            score: str | None = None, trials: int = 100_000, screen_trials: int = 1_000,
            max_candidates: int = 400, delta: float = 1e-5, confidence: float = 0.95, seed: int = 0,
-           title: str | None = None) -> SearchResult:
+           title: str | None = None, queries: int | None = None, center: float = 1.0,
+           sensitivity: float = 1.0, relation: str = "component-wise") -> SearchResult:
     """Screen candidate neighbouring pairs of ``mechanism`` and certify the strongest on fresh trials.
 
     Parameters
@@ -216,11 +223,21 @@ def search(mechanism: Mechanism, *, record_domain: tuple[float, float] | None = 
         Trials per dataset for each candidate's screening (never reused).
     max_candidates : int
         At most this many candidates are screened (a seeded sample when more).
+    queries : int, optional
+        The function takes a vector of this many query answers: screen the standard input
+        patterns about ``(center, ..., center)`` with moves of ``sensitivity`` under ``relation``
+        (``"component-wise"`` or ``"one-answer"``) instead of record pairs (``record_domain`` is
+        then not needed; ``screen_trials`` should be larger: 20,000 is a good start).
 
     Returns
     -------
     SearchResult
     """
+    if queries is not None:
+        return _search_vectors(mechanism, queries=queries, center=center, sensitivity=sensitivity,
+                               relation=relation, epsilon=epsilon, score=score, trials=trials,
+                               screen_trials=screen_trials, delta=delta, confidence=confidence, seed=seed,
+                               title=title)
     domain = record_domain if record_domain is not None else mechanism.declared_record_domain
     if domain is None:
         raise ParameterError("search needs record_domain=(low, high): where the records of your function lie")
@@ -264,4 +281,31 @@ def search(mechanism: Mechanism, *, record_domain: tuple[float, float] | None = 
                    title=title or f"{mechanism.label} search: {candidate.name}")
     result = run_audits([job], RunOptions(store=MEMORY, workers=1, progress=False))[0]
     chosen = {**candidate.to_dict(), "score": chosen_score, "screen_epsilon": best[0], "seed": fresh}
+    return SearchResult(tuple(table), chosen, result, epsilon, screen_trials)
+
+
+def _search_vectors(mechanism: Mechanism, *, queries: int, center: float, sensitivity: float, relation: str,
+                    epsilon: float | None, score: str | None, trials: int, screen_trials: int, delta: float,
+                    confidence: float, seed: int, title: str | None) -> SearchResult:
+    """:func:`search` over the standard input patterns of a function of ``queries`` answers."""
+    from dpaudit.audit.checks.vector_pairs import SCREEN_SCORES as VECTOR_SCORES
+    from dpaudit.audit.checks.vector_pairs import screen_vector_pairs
+
+    if epsilon is not None:
+        epsilon = check_real("epsilon", epsilon, nonnegative=True)
+    queries = check_int("queries", queries, minimum=1)
+    screen_trials = check_int("screen_trials", screen_trials, minimum=20)
+    center = check_real("center", center)
+    sensitivity = check_real("sensitivity", sensitivity, positive=True)
+    screening, certifying = np.random.SeedSequence([seed, 0x5EA2C4]).spawn(2)
+    table, chosen_pair = screen_vector_pairs(
+        mechanism, queries=queries, center=center, sensitivity=sensitivity, relation=relation,
+        scores=(score,) if score is not None else VECTOR_SCORES, screen_trials=screen_trials, seed=screening)
+    fresh = int(certifying.generate_state(1)[0])  # a seed the screening never drew from
+    job = make_job(mechanism, dataset_pair=chosen_pair.datasets(), score=score, trials=trials, delta=delta,
+                   confidence=confidence, seed=fresh, title=title or f"{mechanism.label} search: {chosen_pair.name}")
+    result = run_audits([job], RunOptions(store=MEMORY, workers=1, progress=False))[0]
+    row = next(r for r in table if r["name"] == chosen_pair.name)
+    chosen = {**chosen_pair.to_dict(), "score": result.attack["score"], "screen_epsilon": row["screen_epsilon"],
+              "seed": fresh}
     return SearchResult(tuple(table), chosen, result, epsilon, screen_trials)

@@ -5,6 +5,12 @@ The function is named as ``path/to/file.py:name`` or ``package.module:name``;
 ``--batched`` ``fn(records, rng, trials) -> (trials, dim)`` once per chunk.
 Exit 0 when nothing above ``--epsilon`` is certified, 1 when a violation is,
 2 on bad input.
+
+With ``--queries N`` the function takes a vector of ``N`` query answers (the
+records are the answers) and the candidates are the standard input patterns
+(one answer up or down by ``--sensitivity``, all up, all down, half and
+half, ...; ``--relation one-answer`` moves one answer only) instead of
+record pairs from ``--domain``.
 """
 
 from __future__ import annotations
@@ -34,13 +40,24 @@ def _run(args: argparse.Namespace) -> int:
     from dpaudit.audit.checks.search import search
     from dpaudit.mechanisms.wrapped import from_batched_callable, from_callable
 
-    low, high = args.domain
+    if (args.domain is None) == (args.queries is None):
+        raise UsageError("search: give exactly one of --domain LOW HIGH (records) and --queries N (a vector "
+                         "of query answers)")
     function = load_function(args.function)
     wrap = from_batched_callable if args.batched else from_callable
-    mechanism = wrap(function, args.output_dim, record_domain=(low, high))
-    found = search(mechanism, epsilon=args.epsilon, thresholds=args.threshold or (), score=args.score,
-                   trials=args.trials, screen_trials=args.screen_trials, max_candidates=args.max_candidates,
-                   delta=args.delta, confidence=args.confidence, seed=args.seed)
+    if args.queries is not None:
+        mechanism = wrap(function, args.output_dim)
+        found = search(mechanism, queries=args.queries, sensitivity=args.sensitivity, center=args.center,
+                       relation=args.relation, epsilon=args.epsilon, score=args.score, trials=args.trials,
+                       screen_trials=args.screen_trials or 20_000, delta=args.delta, confidence=args.confidence,
+                       seed=args.seed)
+    else:
+        low, high = args.domain
+        mechanism = wrap(function, args.output_dim, record_domain=(low, high))
+        found = search(mechanism, epsilon=args.epsilon, thresholds=args.threshold or (), score=args.score,
+                       trials=args.trials, screen_trials=args.screen_trials or 1_000,
+                       max_candidates=args.max_candidates, delta=args.delta, confidence=args.confidence,
+                       seed=args.seed)
     if args.json:
         emit_json(found.to_dict())
     else:
@@ -66,8 +83,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "search", help="screen neighbouring pairs of a user function and certify the worst; exit 1 on a violation")
     parser.add_argument("--function", required=True, metavar="FILE.py:NAME", help="fn(records, rng) -> array")
-    parser.add_argument("--domain", required=True, nargs=2, type=float, metavar=("LOW", "HIGH"),
-                        help="where records lie")
+    parser.add_argument("--domain", nargs=2, type=float, metavar=("LOW", "HIGH"), help="where records lie")
+    parser.add_argument("--queries", type=count(1), metavar="N",
+                        help="the function takes a vector of N query answers: screen the standard input patterns")
+    parser.add_argument("--sensitivity", type=float, default=1.0, help="with --queries: how far an answer moves")
+    parser.add_argument("--center", type=float, default=1.0, help="with --queries: the base answer of the patterns")
+    parser.add_argument("--relation", choices=("component-wise", "one-answer"), default="component-wise",
+                        help="with --queries: every answer may move, or one")
     parser.add_argument("--epsilon", type=float, help="the claimed epsilon (exit 1 when certified above it)")
     parser.add_argument("--delta", type=float, default=1e-5)
     parser.add_argument("--threshold", type=float, action="append", help="a clipping threshold (repeatable)")
@@ -75,7 +97,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--output-dim", type=count(1), default=1)
     parser.add_argument("--score", help="screen and certify with this score only")
     parser.add_argument("--trials", type=count(20), default=100_000, help="certifying trials per dataset")
-    parser.add_argument("--screen-trials", type=count(20), default=1_000, help="screening trials per candidate")
+    parser.add_argument("--screen-trials", type=count(20),
+                        help="screening trials per candidate (default 1,000; 20,000 with --queries)")
     parser.add_argument("--max-candidates", type=count(1), default=400)
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--seed", type=int, default=0)

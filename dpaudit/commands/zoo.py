@@ -5,10 +5,49 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dpaudit.commands.common import count, emit_json
+from dpaudit.commands.common import UsageError, count, emit_json
+
+SUITES = ("zoo", "black-box")
+
+
+def _run_black_box(args: argparse.Namespace) -> int:
+    """The black-box benchmark suite (audit/checks/zoo/blackbox_suite.py)."""
+    from dpaudit.audit.checks.zoo.blackbox_suite import SUITE, run_blackbox_suite
+
+    names = [a.name for a in SUITE]
+    unknown = [part for part in args.only or () if not any(part in name for name in names)]
+    if unknown:
+        raise UsageError(f"zoo: --only {unknown[0]!r} matches no algorithm of the black-box suite "
+                         f"(names: {', '.join(names)})")
+    results = run_blackbox_suite(trials=args.trials or 1_000_000, seed=args.seed, only=args.only,
+                                 screen_trials=args.screen_trials, with_law=not args.no_law)
+    failed = [r.name for r in results if r.failed]
+    if args.json:
+        emit_json({"schema_version": 2, "suite": "black-box", "failed": failed,
+                   "algorithms": [r.to_dict() for r in results]})
+    else:
+        out = sys.stdout
+        out.write(f"{'algorithm':<28} {'claim':>6} {'true':>7} {'ceiling':>8} {'eps >=':>8} {'verdict':<13} "
+                  f"{'pair':<18} {'s':>6}\n")
+        for r in results:
+            true = "?" if r.true_epsilon is None else f"{r.true_epsilon:.3f}"
+            ceiling = "?" if r.ceiling is None else f"{r.ceiling:.3f}"
+            out.write(f"{r.name:<28} {r.claimed_epsilon:>6.3f} {true:>7} {ceiling:>8} {r.epsilon_lower_bound:>8.4f} "
+                      f"{r.status:<13} {r.pair:<18} {r.seconds:>6.1f}\n")
+        out.write(f"trials per side: {results[0].trials}; true epsilon and ceiling on the chosen pair from its "
+                  f"exact law ('?': not computed); delta 0, confidence 0.95\n")
+    if failed:
+        print(f"dpaudit zoo: {len(failed)} algorithm(s) failed (a violation missed, or a correct algorithm "
+              f"flagged): {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.suite == "black-box":
+        return _run_black_box(args)
+    if args.screen_trials is not None:
+        raise UsageError("zoo: --screen-trials applies to --suite black-box only")
     from dpaudit.audit.checks.zoo import REAL_WORLD, VARIANTS, run_zoo
 
     chosen = [v for v in [*VARIANTS, *REAL_WORLD] if not args.only or any(name in v.name for name in args.only)]
@@ -35,7 +74,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "zoo", help="audit the zoo of broken mechanisms and their correct versions; exit 1 if a bug beyond its "
                     "claim is missed or a correct version is flagged")
-    parser.add_argument("--trials", type=count(20), help="trials per dataset (default: each variant's own)")
+    parser.add_argument("--suite", choices=SUITES, default="zoo",
+                        help="zoo: broken mechanisms and their twins (default); black-box: the benchmark "
+                             "algorithms of the published black-box finders at their claims")
+    parser.add_argument("--trials", type=count(20),
+                        help="trials per dataset (default: each variant's own; 10^6 for --suite black-box)")
+    parser.add_argument("--screen-trials", type=count(20),
+                        help="black-box suite: trials per side for each screened input pattern")
+    parser.add_argument("--no-law", action="store_true",
+                        help="black-box suite: skip the exact laws (true epsilon, ceiling)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*", help="run only variants whose name contains one of these")
     parser.add_argument("--json", action="store_true", help="print one JSON document")

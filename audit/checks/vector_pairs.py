@@ -1,0 +1,173 @@
+"""Neighbouring pairs of a function of a vector of query answers: the standard input patterns, screened.
+
+A function of ``n`` query answers (a dataset of ``n`` records, one number
+each: the answers) is neighbouring-private when no answer moves by more than
+the sensitivity ``s``. Two relations are in use (docs/theory.md section 8):
+
+* ``component-wise``: every answer may move by up to ``s`` at once (the
+  relation of the sparse vector technique and report noisy max);
+* ``one-answer``: only one answer moves (histograms, one value of RAPPOR).
+
+From the base vector ``c = (center, ..., center)`` the candidates are the
+patterns of StatDP (Ding et al. 2018, section 4.2), as DP-Sniper uses them:
+one answer down, one up; and under the component-wise relation also one up
+and the rest down, one down and the rest up, half up and half down, all up,
+all down, and the "X" pair (first half at ``c``, rest at ``c - s`` against
+its mirror). Each audit tests both directions, so swapped pairs add nothing.
+
+Each candidate is screened on its own trials: the outputs are split in
+halves, a score is fitted on the first half, and its strength is the
+best Clopper-Pearson-penalised log ratio of a threshold test on the second
+half (an estimate, never certified; the penalty keeps rare tails that are
+pure noise from winning). The strongest candidate is then certified on
+fresh trials by the caller: the choice is a function of screening data
+alone, so it costs nothing in the failure probability (docs/theory.md 3.8).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dpaudit.attacks.canaries import CanaryPair
+from dpaudit.attacks.scores import fit_score
+from dpaudit.audit.statistics.confidence import cp_upper
+from dpaudit.mechanisms.base import Mechanism
+from dpaudit.mechanisms.dataset import Dataset
+from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.kinds import Relation
+
+__all__ = ["RELATIONS", "VectorCandidate", "pattern_pairs", "screen_vector_pairs", "screen_epsilon"]
+
+RELATIONS = ("component-wise", "one-answer")
+#: Scores fitted on each candidate's screening trials ("difference" and "histogram" are the screen's own:
+#: the projection on the difference of the two sides' mean outputs, and the smoothed log-ratio of each
+#: output row's counts).
+SCREEN_SCORES = ("projection", "gaussian", "difference", "histogram")
+HISTOGRAM_MAX_OUTCOMES = 4096  # more distinct output rows than this: no histogram screen
+
+
+@dataclasses.dataclass(frozen=True)
+class VectorCandidate:
+    """A pair of answer vectors ``(S, S')`` and the pattern it comes from."""
+
+    name: str
+    first: np.ndarray
+    second: np.ndarray
+
+    def datasets(self) -> tuple[Dataset, Dataset]:
+        return Dataset(self.first.reshape(-1, 1)), Dataset(self.second.reshape(-1, 1))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "relation": "vector", "S": self.first.tolist(), "S_prime": self.second.tolist()}
+
+
+def pattern_pairs(queries: int, *, center: float = 1.0, sensitivity: float = 1.0,
+                  relation: str = "component-wise") -> list[VectorCandidate]:
+    """The standard input patterns for ``queries`` answers (see the module docstring)."""
+    if relation not in RELATIONS:
+        raise ParameterError(f"relation must be one of {', '.join(RELATIONS)}, got relation={relation!r}")
+    if int(queries) != queries or queries < 1:
+        raise ParameterError(f"queries must be an integer >= 1, got queries={queries!r}")
+    if not sensitivity > 0:
+        raise ParameterError(f"sensitivity must be > 0, got sensitivity={sensitivity!r}")
+    n, half = int(queries), int(queries) // 2
+    base = np.full(n, float(center))
+    first = np.eye(n)[0]
+    moves = {"one-down": -first, "one-up": first}
+    if relation == "component-wise" and n > 1:
+        moves.update({"one-up-rest-down": 2 * first - 1, "one-down-rest-up": 1 - 2 * first,
+                      "half-up-half-down": np.where(np.arange(n) < half, 1.0, -1.0),
+                      "all-up": np.ones(n), "all-down": -np.ones(n)})
+    out = [VectorCandidate(name, base, base + sensitivity * move) for name, move in moves.items()]
+    if relation == "component-wise" and n > 1:
+        low = np.where(np.arange(n) < half, center, center - sensitivity)
+        out.append(VectorCandidate("x-shape", low, low[::-1].copy() if n % 2 == 0 else
+                                   np.where(np.arange(n) < half, center - sensitivity, center)))
+    return out
+
+
+def screen_epsilon(scores_a: np.ndarray, scores_b: np.ndarray, *, failure: float = 0.05,
+                   thresholds: int = 256) -> float:
+    """The best ``log(P_b lower / P_a upper)`` of threshold tests (both directions) on held-out scores.
+
+    Clopper-Pearson bounds at ``failure`` on each rate penalise thresholds seen
+    by few trials; a screening statistic only (its value is never certified).
+    """
+    def cp_lower(counts, trials, level):  # a lower bound on a rate is 1 - the upper bound on its complement
+        return 1.0 - cp_upper(trials - counts, trials, level)
+
+    levels = np.unique(np.quantile(np.concatenate([scores_a, scores_b]), np.linspace(0, 1, thresholds)))
+    sorted_a, sorted_b = np.sort(scores_a), np.sort(scores_b)
+    n_a, n_b = sorted_a.size, sorted_b.size
+    above_a = n_a - np.searchsorted(sorted_a, levels, side="left")
+    above_b = n_b - np.searchsorted(sorted_b, levels, side="left")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        forward = np.log(cp_lower(above_b, n_b, failure) / cp_upper(above_a, n_a, failure))
+        backward = np.log(cp_lower(n_a - above_a, n_a, failure) / cp_upper(n_b - above_b, n_b, failure))
+    values = np.nan_to_num(np.concatenate([forward, backward]), nan=-np.inf)
+    return float(max(values.max(), 0.0))
+
+
+def _histogram_scores(fit_a: np.ndarray, fit_b: np.ndarray, test_a: np.ndarray, test_b: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Smoothed log-ratio of each output row's counts on the fitting half (None for too many rows)."""
+    rows, inverse = np.unique(np.vstack([fit_a, fit_b, test_a, test_b]), axis=0, return_inverse=True)
+    if len(rows) > HISTOGRAM_MAX_OUTCOMES:
+        return None
+    inverse = inverse.ravel()
+    sizes = np.cumsum([len(fit_a), len(fit_b), len(test_a)])
+    count_a = np.bincount(inverse[:sizes[0]], minlength=len(rows))
+    count_b = np.bincount(inverse[sizes[0]:sizes[1]], minlength=len(rows))
+    log_ratio = np.log((count_b + 0.5) / (count_a + 0.5))
+    return log_ratio[inverse[sizes[1]:sizes[2]]], log_ratio[inverse[sizes[2]:]]
+
+
+def _strength(mechanism: Mechanism, candidate: VectorCandidate, scores: Sequence[str], trials: int,
+              seed: np.random.SeedSequence) -> tuple[float, str]:
+    """The strongest screening score on ``candidate``: (screen epsilon, score name)."""
+    first, second = candidate.datasets()
+    seed_a, seed_b = seed.spawn(2)
+    out_a = np.asarray(mechanism.sample(first, trials=trials, seed=seed_a), dtype=float)
+    out_b = np.asarray(mechanism.sample(second, trials=trials, seed=seed_b), dtype=float)
+    half = trials // 2
+    pair = CanaryPair(mechanism, first, second, np.ones(mechanism.output_dim), None, Relation.REPLACE_ONE,
+                      "dataset-pair")
+    best, chosen = -1.0, scores[0]
+    for name in scores:
+        if name == "difference":  # a linear discriminant: the direction in which the means move
+            direction = out_b[:half].mean(axis=0) - out_a[:half].mean(axis=0)
+            held_out = (out_a[half:] @ direction, out_b[half:] @ direction)
+        elif name == "histogram":
+            held_out = _histogram_scores(out_a[:half], out_b[:half], out_a[half:], out_b[half:])
+            if held_out is None:
+                continue
+        else:
+            score = fit_score(name, pair, out_a[:half], out_b[:half], seed=0)
+            held_out = (np.asarray(score(out_a[half:])), np.asarray(score(out_b[half:])))
+        value = screen_epsilon(*held_out)
+        if value > best:
+            best, chosen = value, name
+    return best, chosen
+
+
+def screen_vector_pairs(mechanism: Mechanism, *, queries: int, center: float = 1.0, sensitivity: float = 1.0,
+                        relation: str = "component-wise", scores: Sequence[str] = SCREEN_SCORES,
+                        screen_trials: int = 20_000, seed: np.random.SeedSequence | int = 0
+                        ) -> tuple[list[dict[str, Any]], VectorCandidate]:
+    """Screen every pattern pair of ``mechanism`` on ``screen_trials`` per side; return the table and the strongest.
+
+    ``seed`` drives the screening only; certify the chosen pair from a seed it never drew from.
+    """
+    candidates = pattern_pairs(queries, center=center, sensitivity=sensitivity, relation=relation)
+    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence([int(seed), 0x7EC5])
+    table, best = [], None
+    for candidate, child in zip(candidates, root.spawn(len(candidates))):
+        strength, score = _strength(mechanism, candidate, scores, screen_trials, child)
+        table.append({**candidate.to_dict(), "screen_epsilon": strength, "score": score})
+        if best is None or strength > best[0]:
+            best = (strength, candidate)
+    return table, best[1]

@@ -1,0 +1,319 @@
+"""Exact output laws of the black-box algorithms on a pair of answer vectors, their epsilon and ceiling.
+
+An :class:`OutputLaw` holds the probabilities of a partition of the output
+space under ``S`` (``mass_a``) and ``S'`` (``mass_b``): outcomes are
+enumerated where the output is discrete (noisy-max indices, SVT answer
+vectors, RAPPOR bit counts, the truncated geometric), and cells of a fine
+grid where it is continuous (the noisy maximum, sums of Laplace
+log-ratios), each cell's mass computed from the exact CDFs. From it:
+
+* the true pure epsilon of the pair, ``max_o |log(mass_b(o) / mass_a(o))|``
+  (infinite where one side gives an outcome probability 0 and the other not;
+  for cells, the largest ratio of cell masses, which approaches the density
+  ratio's supremum from below);
+* the statistical ceiling at ``N`` trials per side: the oracle test accepts
+  outcomes in decreasing order of the likelihood ratio and a fraction of the
+  boundary outcome (Neyman-Pearson); its bound from the *expected* counts, by
+  the better of Clopper-Pearson and the conditional bound
+  (:func:`dpaudit.audit.statistics.ceiling.statistical_ceiling`). A partition coarser
+  than the output can only lower it: the ceiling of a cell law is what the
+  best test of the cells certifies.
+
+References
+----------
+docs/theory.md section 8 (the black-box suite) and 3.4 (the ceiling).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+import numpy as np
+
+from dpaudit.audit.statistics.ceiling import statistical_ceiling
+from dpaudit.audit.checks.zoo.blackbox import bloom_positions, geometric_cdf
+
+__all__ = ["OutputLaw", "noisy_max_index_law", "noisy_max_value_law", "svt_law", "svt_values_law",
+           "laplace_shift_law",
+           "geometric_law", "rappor_law", "product_law"]
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputLaw:
+    """Probabilities of the same outcomes under ``S`` (``mass_a``) and ``S'`` (``mass_b``).
+
+    ``sup_epsilon``, when given, is the supremum of the density ratio known
+    in closed form (a continuous law whose cells only approach it).
+    """
+
+    mass_a: np.ndarray
+    mass_b: np.ndarray
+    method: str
+    sup_epsilon: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mass_a", np.clip(np.asarray(self.mass_a, dtype=float), 0.0, None))
+        object.__setattr__(self, "mass_b", np.clip(np.asarray(self.mass_b, dtype=float), 0.0, None))
+
+    @property
+    def outcomes(self) -> int:
+        return int(self.mass_a.size)
+
+    def log_ratio(self) -> np.ndarray:
+        """``log(mass_b / mass_a)`` per outcome (+-inf where one side is 0; 0 for an impossible outcome)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.log(self.mass_b) - np.log(self.mass_a)
+        return np.where((self.mass_a > 0) | (self.mass_b > 0), ratio, 0.0)
+
+    @property
+    def true_epsilon(self) -> float:
+        """The pair's pure epsilon: the largest absolute log ratio (``sup_epsilon`` when known)."""
+        cells = float(np.max(np.abs(self.log_ratio())))
+        return cells if self.sup_epsilon is None else max(cells, float(self.sup_epsilon))
+
+    def ceiling(self, trials: int, *, confidence: float = 0.95, delta: float = 0.0) -> float:
+        """The most a threshold test (with a randomised boundary) certifies with ``trials`` per side."""
+        order = np.argsort(-self.log_ratio(), kind="stable")
+        accept_a = np.concatenate([[0.0], np.cumsum(self.mass_a[order])])
+        accept_b = np.concatenate([[0.0], np.cumsum(self.mass_b[order])])
+        total_b = accept_b[-1]
+        vertices = np.arange(accept_a.size, dtype=float)
+        # the oracle accepts the outcomes of largest ratio and a fraction of the next: t = k + g
+        grid = np.union1d(np.linspace(0.0, vertices[-1], int(min(20_000, 64 * vertices[-1] + 1))), vertices)
+
+        def false_positive_rate(t):
+            return np.interp(t, vertices, accept_a)
+
+        def false_negative_rate(t):
+            return np.clip(total_b - np.interp(t, vertices, accept_b), 0.0, 1.0)
+        return statistical_ceiling(false_positive_rate, false_negative_rate, grid, trials=trials, delta=delta,
+                                   confidence=confidence)
+
+    def reach(self, fraction: float = 0.9) -> float:
+        """The larger side's probability of the outcomes whose ratio is at least ``fraction`` of the true epsilon.
+
+        Small values say that the true epsilon lives in tails no affordable budget sees.
+        """
+        ratio = self.log_ratio()
+        target = fraction * self.true_epsilon
+        upper, lower = ratio >= target, ratio <= -target
+        return float(max(self.mass_b[upper].sum(), self.mass_a[lower].sum()))
+
+
+# -- continuous noise ------------------------------------------------------------------------------------
+
+def _cdf(noise: str, x: np.ndarray, scale: float) -> np.ndarray:
+    """CDF of ``Lap(0, scale)`` or ``Exp(scale)`` at ``x``."""
+    if noise == "laplace":
+        return np.where(x < 0, 0.5 * np.exp(np.minimum(x, 0) / scale), 1 - 0.5 * np.exp(-np.maximum(x, 0) / scale))
+    return np.where(x <= 0, 0.0, -np.expm1(-np.maximum(x, 0) / scale))
+
+
+def _log_cdf(noise: str, x: np.ndarray, scale: float) -> np.ndarray:
+    """``log`` of :func:`_cdf`, accurate where the CDF is close to 1."""
+    with np.errstate(divide="ignore"):
+        if noise == "laplace":
+            return np.where(x < 0, math.log(0.5) + np.minimum(x, 0) / scale,
+                            np.log1p(-0.5 * np.exp(-np.maximum(x, 0) / scale)))
+        return np.where(x <= 0, -np.inf, np.log(-np.expm1(-np.maximum(x, 1e-300) / scale)))
+
+
+def _laplace_between(low: np.ndarray, high: np.ndarray, scale: float) -> np.ndarray:
+    """``P(low < X <= high)`` for ``X ~ Lap(0, scale)``, from the survival function above 0 (no cancellation)."""
+    upper = low >= 0
+    survival = 0.5 * (np.exp(-np.maximum(low, 0) / scale) - np.exp(-np.maximum(high, 0) / scale))
+    return np.where(upper, survival, _cdf("laplace", high, scale) - _cdf("laplace", low, scale))
+
+
+def _cells(low: float, high: float, step: float) -> np.ndarray:
+    """Cell edges from ``low`` to ``high`` on multiples of ``step`` (answers and thresholds lie on them)."""
+    return np.arange(math.floor(low / step), math.ceil(high / step) + 1) * step
+
+
+def noisy_max_index_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon: float, noise: str,
+                        step: float = 0.01) -> OutputLaw:
+    """The argmax of ``answers + noise(2 / epsilon)`` (Ding et al. 2018, Alg. 5-6), integrated over the winner.
+
+    ``P(argmax = i) = int prod_{j != i} F(x - q_j) dF(x - q_i)``, a Riemann-Stieltjes sum on cells of width
+    ``step`` (cells aligned with the integer answers, so the exponential's jumps fall on edges).
+    """
+    scale = 2.0 / epsilon
+    masses = []
+    for answers in (answers_a, answers_b):
+        edges = _cells(answers.min() - (40 * scale if noise == "laplace" else 0), answers.max() + 40 * scale, step)
+        middle = 0.5 * (edges[1:] + edges[:-1])
+        cdf_mid = _cdf(noise, middle[None, :] - answers[:, None], scale)
+        cell = np.diff(_cdf(noise, edges[None, :] - answers[:, None], scale), axis=1)
+        others = np.prod(cdf_mid, axis=0)[None, :] / np.where(cdf_mid > 0, cdf_mid, 1.0)
+        mass = (cell * others).sum(axis=1)
+        masses.append(mass / mass.sum())
+    return OutputLaw(masses[0], masses[1], f"integrated (cells of {step:g})")
+
+
+def noisy_max_value_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon: float, noise: str,
+                        step: float = 0.25) -> OutputLaw:
+    """The noisy maximum (Ding et al. 2018, Alg. 7-8): cells of the CDF ``prod_j F(m - q_j)``.
+
+    For Laplace noise the density ratio tends to ``exp(sum(q' - q) / scale)`` in the lower tail
+    (every noisy answer below its mean) and to ``sum exp(q'/scale) / sum exp(q/scale)`` in the upper
+    one; ``sup_epsilon`` is the larger (the cells show the ratio in between).
+    """
+    scale = 2.0 / epsilon
+    both = np.concatenate([answers_a, answers_b])
+    edges = _cells(both.min() - (40 * scale if noise == "laplace" else 0), both.max() + 40 * scale, step)
+    edges = np.concatenate([[-np.inf], edges, [np.inf]])
+    masses = []
+    for answers in (answers_a, answers_b):
+        log_cdf = _log_cdf(noise, edges[None, :] - answers[:, None], scale).sum(axis=0)
+        below, above = np.exp(log_cdf), -np.expm1(log_cdf)  # P(max <= x), P(max > x) without cancellation
+        masses.append(np.where(below[1:] < 0.5, np.diff(below), above[:-1] - above[1:]))
+    sup = None
+    if noise == "laplace":  # the two tails: every answer low (ratio exp(sum d / scale)), one answer high
+        lower = abs(float(np.sum(answers_b - answers_a))) / scale
+        upper = abs(float(np.logaddexp.reduce(answers_b / scale) - np.logaddexp.reduce(answers_a / scale)))
+        sup = max(lower, upper)
+    return OutputLaw(masses[0], masses[1], f"integrated (cells of {step:g})", sup)
+
+
+# -- the sparse vector technique --------------------------------------------------------------------------
+
+def _svt_outcomes(n: int, cutoff: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Every SVT answer vector as masks ``(above, below)`` over the queries (aborted: neither)."""
+    above, below = [], []
+    sizes = range(n + 1) if cutoff is None else range(cutoff + 1)
+    for size in sizes:
+        for hits in itertools.combinations(range(n), size):
+            up = np.zeros(n, dtype=bool)
+            up[list(hits)] = True
+            answered = np.arange(n) <= (max(hits) if cutoff is not None and size == cutoff else n)
+            above.append(up)
+            below.append(answered & ~up)
+    return np.array(above, dtype=float), np.array(below, dtype=float)
+
+
+def svt_law(answers_a: np.ndarray, answers_b: np.ndarray, *, variant: int, epsilon: float, cutoff: int,
+            threshold: float, step: float = 0.25) -> OutputLaw:
+    """Every answer vector of SVT (Lyu, Su, Li 2017, Alg. 1, 2 with ``c = 1``, 4, 5, 6), integrated over the
+    threshold noise ``rho``.
+
+    Given ``rho = r`` the queries are independent, query ``j`` above with probability
+    ``p_j(r) = P(q_j + nu_j >= r + t)``; an answer vector's probability is
+    ``int prod_j p_j(r)^[above] (1 - p_j(r))^[below] dF_rho(r)``, summed on cells of width ``step``
+    (aligned with ``q_j - t``, where SVT5's ``p_j`` jumps).
+    """
+    if variant == 2 and cutoff != 1:
+        raise ValueError("the SVT2 law is computed for cutoff 1 (where it is SVT1's law with its own scales)")
+    eps1 = epsilon / 4.0 if variant == 4 else epsilon / 2.0
+    eps2 = epsilon - eps1
+    rho_scale = cutoff / eps1 if variant == 2 else 1 / eps1
+    query_scale = {1: 2 * cutoff / eps2, 2: 2 * cutoff / eps2, 4: 1 / eps2, 5: None, 6: 1 / eps2}[variant]
+    above, below = _svt_outcomes(answers_a.size, None if variant in (5, 6) else cutoff)
+    edges = _cells(-40 * rho_scale - 10, 40 * rho_scale + 10, step)
+    rho_mass = np.diff(_cdf("laplace", edges, rho_scale))
+    rho_mass[0] += _cdf("laplace", edges[:1], rho_scale)[0]
+    rho_mass[-1] += 1 - _cdf("laplace", edges[-1:], rho_scale)[0]
+    middle = 0.5 * (edges[1:] + edges[:-1])
+    masses = []
+    for answers in (answers_a, answers_b):
+        gap = answers[None, :] - middle[:, None] - threshold  # above iff nu >= -gap
+        p = (gap >= 0).astype(float) if query_scale is None else 1 - _cdf("laplace", -gap, query_scale)
+        log_p, log_q = np.log(np.maximum(p, 1e-300)), np.log(np.maximum(1 - p, 1e-300))
+        log_prob = above @ log_p.T + below @ log_q.T  # (outcomes, cells)
+        masses.append(np.exp(log_prob) @ rho_mass)
+    return OutputLaw(masses[0], masses[1], f"enumerated, integrated over rho (cells of {step:g})")
+
+
+def svt_values_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon: float, threshold: float,
+                   step: float = 1.0, width: float = 4.0) -> OutputLaw:
+    """SVT3 with cutoff 1 (Lyu, Su, Li 2017, Alg. 3): the first query above and its noisy answer, or none.
+
+    ``P(k, v in cell) = int prod_{j<k} (1 - p_j(r)) P(q_k + nu_k in cell, >= r + t) dF_rho(r)`` with
+    ``rho ~ Lap(2/eps)``, ``nu ~ Lap(2/eps)``; cells of ``width`` in ``v`` and ``step`` in ``r``.
+    """
+    rho_scale = query_scale = 2.0 / epsilon
+    edges = _cells(-40 * rho_scale - 10, 40 * rho_scale + 10, step)
+    rho_mass = np.diff(_cdf("laplace", edges, rho_scale))
+    rho_mass[0] += _cdf("laplace", edges[:1], rho_scale)[0]
+    rho_mass[-1] += 1 - _cdf("laplace", edges[-1:], rho_scale)[0]
+    r = 0.5 * (edges[1:] + edges[:-1])
+    value_edges = _cells(-40 * query_scale - 10, 40 * query_scale + 10, width)
+    value_edges = np.concatenate([[-np.inf], value_edges, [np.inf]])
+    masses = []
+    for answers in (answers_a, answers_b):
+        below_so_far = np.ones_like(r)
+        parts = []
+        for q in answers:  # a loop over the queries: the first above is query k
+            low = np.maximum(value_edges[:-1, None], r[None, :] + threshold)  # (value cells, r cells)
+            high = np.maximum(value_edges[1:, None], low)
+            in_cell = _laplace_between(low - q, high - q, query_scale)
+            parts.append(in_cell @ (below_so_far * rho_mass))
+            below_so_far = below_so_far * _cdf("laplace", r + threshold - q, query_scale)
+        parts.append(np.array([below_so_far @ rho_mass]))  # no query above
+        masses.append(np.concatenate(parts))
+    return OutputLaw(masses[0], masses[1], f"integrated (cells of {width:g} in the value, {step:g} in rho)")
+
+
+# -- sums of independent Laplace shifts -----------------------------------------------------------------
+
+def laplace_shift_law(shifts: np.ndarray, *, scale: float, resolution: int = 64) -> OutputLaw:
+    """The log-likelihood ratio of independent ``Lap(q_i, scale)`` coordinates against ``Lap(q_i + d_i, scale)``.
+
+    Coordinate ``i`` contributes ``u_i = |x - q_i| - |x - q_i - d_i|``: ``-|d_i|`` with probability 1/2
+    under ``S``, ``+|d_i|`` with probability ``exp(-|d_i| / scale) / 2``, linear in between (cells of
+    ``1 / resolution``); the sum over coordinates is the sufficient statistic, its law the convolution.
+    Noisy histograms, prefix sums (a bijection of the noisy answers) and parallel Laplace mechanisms
+    are all of this form. The supremum ``sum |d_i| / scale`` is an atom (every coordinate in its tail).
+    """
+    shifts = np.abs(np.asarray(shifts, dtype=float))
+    shifts = shifts[shifts > 0]
+    law_a, law_b = np.ones(1), np.ones(1)
+    for d in shifts:
+        cells = int(round(2 * d * resolution))
+        edges = np.linspace(0.0, d, cells + 1)  # x in (0, d): u = 2x - d, one cell of u per cell of x
+        inner_a = np.diff(_cdf("laplace", edges, scale))
+        inner_b = np.diff(_cdf("laplace", edges - d, scale))
+        one_a = np.concatenate([[0.5], inner_a, [0.5 * math.exp(-d / scale)]])
+        one_b = np.concatenate([[0.5 * math.exp(-d / scale)], inner_b, [0.5]])
+        law_a, law_b = np.convolve(law_a, one_a), np.convolve(law_b, one_b)
+    return OutputLaw(law_a, law_b, f"convolution (cells of 1/{resolution})", float(shifts.sum() / scale))
+
+
+# -- enumerated discrete laws -----------------------------------------------------------------------------
+
+def geometric_law(count_a: int, count_b: int, *, epsilon: float, n: int) -> OutputLaw:
+    """GeoSample's pmf (Balcer & Vadhan 2018, Alg. 4.8): differences of its integer table over ``d``."""
+    masses = []
+    for count in (count_a, count_b):
+        table, d = geometric_cdf(count, epsilon=epsilon, n=n)
+        masses.append(np.diff(np.concatenate([[0], table])) / d)
+    return OutputLaw(masses[0], masses[1], "enumerated")
+
+
+def rappor_law(value_a: float, value_b: float, *, hashes: int, size: int, f: float, p: float | None = None,
+               q: float | None = None) -> OutputLaw:
+    """RAPPOR's report (one-time when ``p``, ``q`` are not given): only the bits where the filters differ matter.
+
+    Bits are independent given the value; with ``D1`` bits set for ``S`` only and ``D0`` for ``S'`` only,
+    the counts of reported 1s among them are binomial on each side: outcomes ``(k1, k0)``.
+    """
+    from scipy.stats import binom
+
+    one_a, one_b = (np.zeros(size, dtype=bool) for _ in range(2))
+    one_a[bloom_positions(value_a, hashes=hashes, size=size)] = True
+    one_b[bloom_positions(value_b, hashes=hashes, size=size)] = True
+    d1, d0 = int(np.sum(one_a & ~one_b)), int(np.sum(one_b & ~one_a))
+    keep_one, keep_zero = 1 - f / 2, f / 2  # P(permanent bit = 1) for a filter bit 1, 0
+    if p is not None and q is not None:
+        keep_one, keep_zero = keep_one * q + (1 - keep_one) * p, keep_zero * q + (1 - keep_zero) * p
+    k1, k0 = np.meshgrid(np.arange(d1 + 1), np.arange(d0 + 1), indexing="ij")
+    mass_a = binom.pmf(k1, d1, keep_one) * binom.pmf(k0, d0, keep_zero)
+    mass_b = binom.pmf(k1, d1, keep_zero) * binom.pmf(k0, d0, keep_one)
+    return OutputLaw(mass_a.ravel(), mass_b.ravel(), f"enumerated ({d1 + d0} differing bits)")
+
+
+def product_law(first: OutputLaw, second: OutputLaw) -> OutputLaw:
+    """The law of two independent outputs released together."""
+    return OutputLaw(np.outer(first.mass_a, second.mass_a).ravel(), np.outer(first.mass_b, second.mass_b).ravel(),
+                     f"product ({first.method}; {second.method})")

@@ -1,0 +1,134 @@
+"""The black-box benchmark suite: seconds, certified / ceiling, and monotonicity in the budget.
+
+Modes (``--mode``):
+
+* ``laws``: for every algorithm with an exact law, every input pattern's true
+  epsilon and ceiling at ``--trials`` (no audit; the oracle pair's figures).
+* ``suite``: the suite as ``dpaudit zoo --suite black-box`` runs it at
+  ``--trials`` per side (default 10^6): per algorithm the pair chosen, the
+  claim, true epsilon, ceiling, certified bound, verdict and seconds.
+* ``monotone``: per algorithm the median certified bound over ``--seeds``
+  seeds at ``--trials`` and at ten times that, with the ceiling at both; a
+  drop beyond the sampling error (the median at 1x above the largest bound
+  at 10x) is flagged.
+
+Run: ``python benchmarks/blackbox.py --mode suite [--trials 1e6] [--only svt] [--json]``.
+Quote seconds as ratios measured in one run on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from dpaudit.audit.checks.vector_pairs import pattern_pairs
+from dpaudit.audit.checks.zoo.blackbox_suite import SUITE, run_algorithm
+
+
+def _selected(only):
+    return [a for a in SUITE if not only or any(part in a.name for part in only)]
+
+
+def law_rows(trials: int, only) -> list[dict]:
+    rows = []
+    for algorithm in _selected(only):
+        if algorithm.law is None:
+            rows.append({"algorithm": algorithm.name, "pattern": None, "true_epsilon": None, "ceiling": None})
+            continue
+        for candidate in pattern_pairs(algorithm.queries, relation=algorithm.relation):
+            start = time.perf_counter()
+            law = algorithm.law(candidate.first, candidate.second)
+            rows.append({"algorithm": algorithm.name, "pattern": candidate.name, "claim": algorithm.claim,
+                         "true_epsilon": law.true_epsilon, "ceiling": law.ceiling(trials), "reach": law.reach(),
+                         "outcomes": law.outcomes, "seconds": time.perf_counter() - start})
+    return rows
+
+
+def suite_rows(trials: int, only, seed: int) -> list[dict]:
+    rows = []
+    for algorithm in _selected(only):
+        cpu = time.process_time()  # CPU seconds of this process: less sensitive than wall time to other load
+        result = run_algorithm(algorithm, trials=trials, seed=seed)
+        rows.append({**result.to_dict(), "cpu_seconds": time.process_time() - cpu})
+        print(f"{result.name:<28} {result.status:<12} eps>={result.epsilon_lower_bound:.4f} "
+              f"ceiling={result.ceiling} true={result.true_epsilon} pair={result.pair} {result.seconds:.1f}s "
+              f"cpu {rows[-1]['cpu_seconds']:.1f}s", file=sys.stderr, flush=True)
+    return rows
+
+
+def monotone_rows(trials: int, only, seeds: int) -> list[dict]:
+    rows = []
+    for algorithm in _selected(only):
+        bounds, ceilings = {}, {}
+        for budget in (trials, 10 * trials):
+            results = [run_algorithm(algorithm, trials=budget, seed=seed) for seed in range(seeds)]
+            bounds[budget] = [r.epsilon_lower_bound for r in results]
+            ceilings[budget] = [r.ceiling for r in results]
+        low, high = statistics.median(bounds[trials]), statistics.median(bounds[10 * trials])
+        rows.append({"algorithm": algorithm.name, "trials": trials, "median_1x": low, "median_10x": high,
+                     "bounds_1x": bounds[trials], "bounds_10x": bounds[10 * trials],
+                     "ceilings_1x": ceilings[trials], "ceilings_10x": ceilings[10 * trials],
+                     "drop_beyond_error": high < low and low > max(bounds[10 * trials])})
+        print(rows[-1], file=sys.stderr, flush=True)
+    return rows
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "?"
+    return "inf" if isinstance(value, float) and math.isinf(value) else f"{value:.4f}"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("laws", "suite", "monotone"), default="suite")
+    parser.add_argument("--trials", type=float, default=1e6)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", nargs="*")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    trials = int(args.trials)
+    start = time.perf_counter()
+    if args.mode == "laws":
+        rows = law_rows(trials, args.only)
+    elif args.mode == "suite":
+        rows = suite_rows(trials, args.only, args.seed)
+    else:
+        rows = monotone_rows(trials, args.only, args.seeds)
+    if args.json:
+        json.dump({"mode": args.mode, "trials": trials, "seconds": time.perf_counter() - start, "rows": rows},
+                  sys.stdout, indent=1, default=lambda v: None if isinstance(v, float) and not math.isfinite(v)
+                  else str(v))
+        print()
+        return 0
+    if args.mode == "laws":
+        for row in rows:
+            print(f"{row['algorithm']:<28} {str(row['pattern']):<18} true {_fmt(row['true_epsilon']):>7} "
+                  f"ceiling@{trials:g} {_fmt(row['ceiling']):>7} reach {_fmt(row.get('reach'))}")
+    elif args.mode == "suite":
+        for row in rows:
+            print(f"{row['name']:<28} claim {row['claimed_epsilon']:.3f} true {_fmt(row['true_epsilon']):>7} "
+                  f"ceiling {_fmt(row['ceiling']):>7} certified {row['epsilon_lower_bound']:.4f} "
+                  f"{row['status']:<12} {row['pair']:<18} {row['seconds']:.1f}s (cpu {row['cpu_seconds']:.1f}s)")
+        correct = [r for r in rows if not r["violates"] and r["ceiling"]]
+        if correct:
+            shares = [r["epsilon_lower_bound"] / r["ceiling"] for r in correct]
+            print(f"correct algorithms with a ceiling: certified / ceiling median {np.median(shares):.2f}, "
+                  f"min {min(shares):.2f}")
+    else:
+        for row in rows:
+            print(f"{row['algorithm']:<28} median {_fmt(row['median_1x'])} at {trials:g}, "
+                  f"{_fmt(row['median_10x'])} at {10 * trials:g}; drop beyond error: {row['drop_beyond_error']}")
+    print(f"total {time.perf_counter() - start:.1f}s (machine shared: read seconds as ratios)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""Every black-box sampler matches its exact output law; the laws give the published epsilons.
+
+Sampling tests draw a fixed-seed batch of ``N`` trials and compare each
+outcome's frequency with its exact probability ``p``: the frequency has
+standard error ``sqrt(p (1 - p) / N)``, and a 5-sigma band (plus 2e-4 for
+the cells' integration error) is missed by a correct sampler with
+probability below 1e-6 per outcome.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpaudit.audit.checks.zoo import blackbox as bb
+from dpaudit.audit.checks.zoo import blackbox_laws as laws
+
+N = 200_000
+
+
+def _assert_matches(counts: np.ndarray, mass: np.ndarray, trials: int = N, *, total: bool = True) -> None:
+    frequency = counts / trials
+    band = 5 * np.sqrt(mass * (1 - mass) / trials) + 2e-4
+    assert np.all(np.abs(frequency - mass) <= band), np.c_[frequency, mass, band]
+    if total:  # a whole law, not a few CDF values
+        assert mass.sum() == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("noise", ["laplace", "exponential"])
+def test_noisy_max_index_sampler_matches_its_law(noise):
+    first, second = np.ones(5), np.array([0.0, 2, 2, 2, 2])
+    law = laws.noisy_max_index_law(first, second, epsilon=0.1, noise=noise)
+    for answers, mass, seed in ((first, law.mass_a, 1), (second, law.mass_b, 2)):
+        out = bb.noisy_max(answers, np.random.default_rng(seed), N, epsilon=0.1, noise=noise)
+        _assert_matches(np.bincount(out[:, 0].astype(int), minlength=5), mass)
+    assert law.true_epsilon <= 0.1 + 1e-9  # eps-DP (Ding et al. 2018)
+
+
+@pytest.mark.parametrize("noise", ["laplace", "exponential"])
+def test_noisy_max_value_sampler_matches_its_cdf(noise):
+    answers = np.array([0.0, 2, 1, 1, 2])
+    out = bb.noisy_max(answers, np.random.default_rng(3), N, epsilon=0.1, noise=noise, release="value")[:, 0]
+    points = np.array([-10.0, 5.0, 20.0, 60.0])
+    cdf = np.exp(laws._log_cdf(noise, points[None, :] - answers[:, None], 20.0).sum(axis=0))
+    _assert_matches(np.array([(out <= p).sum() for p in points]), cdf, total=False)
+
+
+def test_noisy_max_value_epsilons():
+    ones = np.ones(5)
+    assert laws.noisy_max_value_law(ones, ones + 1, epsilon=0.1, noise="laplace").true_epsilon == \
+        pytest.approx(0.25, abs=1e-6)  # n eps / 2, in the lower tail
+    assert math.isinf(laws.noisy_max_value_law(ones, ones + 1, epsilon=0.1, noise="exponential").true_epsilon)
+
+
+def _svt_index(out: np.ndarray, cutoff: int | None) -> np.ndarray:
+    """The position of each sampled answer vector in the law's enumeration (``_svt_outcomes``)."""
+    above, below = laws._svt_outcomes(out.shape[1], cutoff)
+    powers = 3 ** np.arange(out.shape[1])
+    codes = (above + 2 * below) @ powers  # 1 above, 2 below, 0 not answered: one base-3 code per vector
+    sampled = ((out == 1) + 2 * (out == 0)) @ powers
+    order = np.argsort(codes)
+    position = np.searchsorted(codes[order], sampled)
+    assert np.all(codes[order][position] == sampled)  # every sampled vector is an enumerated outcome
+    return order[position]
+
+
+@pytest.mark.parametrize("variant,queries,threshold", [(1, 6, 0.5), (2, 6, 1.0), (4, 6, 1.0), (5, 6, 1.0),
+                                                        (6, 4, 1.0)])
+def test_svt_sampler_matches_its_law(variant, queries, threshold):
+    first = np.ones(queries)
+    second = np.where(np.arange(queries) < queries // 2, 2.0, 0.0)
+    law = laws.svt_law(first, second, variant=variant, epsilon=0.1, cutoff=1, threshold=threshold)
+    cutoff = None if variant in (5, 6) else 1
+    for answers, mass, seed in ((first, law.mass_a, 4), (second, law.mass_b, 5)):
+        out = bb.sparse_vector(answers, np.random.default_rng(seed), N, variant=variant, epsilon=0.1, cutoff=1,
+                               threshold=threshold)
+        _assert_matches(np.bincount(_svt_index(out, cutoff), minlength=mass.size), mass)
+
+
+def test_svt_epsilons_are_the_published_ones():
+    ones = np.ones(10)
+    half = np.where(np.arange(10) < 5, 2.0, 0.0)
+    for variant, threshold in ((1, 0.5), (2, 1.0)):  # eps-DP
+        assert laws.svt_law(ones, half, variant=variant, epsilon=0.1, cutoff=1, threshold=threshold
+                            ).true_epsilon <= 0.1
+    svt4 = laws.svt_law(ones, half, variant=4, epsilon=0.1, cutoff=1, threshold=1.0).true_epsilon
+    assert 0.1 < svt4 <= (1 + 6) / 4 * 0.1 + 1e-3  # Lyu et al.: ((1 + 6c) / 4) eps at most
+    svt5 = laws.svt_law(np.r_[0.0, [2.0] * 9], ones, variant=5, epsilon=0.1, cutoff=1, threshold=1.0)
+    assert math.isinf(svt5.true_epsilon)
+
+
+def test_svt3_sampler_matches_its_law():
+    first, second = np.ones(6), np.r_[[2.0] * 3, [0.0] * 3]
+    law = laws.svt_values_law(first, second, epsilon=0.1, threshold=1.0)
+    cells = (law.mass_a.size - 1) // 6
+    for answers, mass, seed in ((first, law.mass_a, 12), (second, law.mass_b, 13)):
+        out = bb.svt_with_values(answers, np.random.default_rng(seed), N, epsilon=0.1, cutoff=1, threshold=1.0)
+        above = (out != bb.BELOW) & (out != bb.VALUE_ABORTED)
+        first_above = np.where(above.any(axis=1), above.argmax(axis=1), 6)
+        by_query = np.r_[mass[:-1].reshape(6, cells).sum(axis=1), mass[-1]]
+        _assert_matches(np.bincount(first_above, minlength=7), by_query)
+        # the released value of the first query: P(query 0 above and its value <= 4), 4 a cell edge
+        edges = laws._cells(-40 * 20.0 - 10, 40 * 20.0 + 10, 4.0)
+        below_four = mass[: np.searchsorted(edges, 4.0) + 1].sum()  # cells (-inf, e_0], (e_0, e_1], ...
+        _assert_matches(np.array([np.sum(above[:, 0] & (out[:, 0] <= 4.0))]), np.array([below_four]), total=False)
+    assert law.true_epsilon > 0.15  # far above the claim 0.1, on six queries already
+
+
+def _shift_index(x: np.ndarray, answers: np.ndarray, shifts: np.ndarray, resolution: int) -> np.ndarray:
+    """Each trial's cell of the summed log-ratio statistic in ``laplace_shift_law``'s convolution."""
+    index = np.zeros(len(x), dtype=int)
+    for i, d in enumerate(shifts):
+        # mirror a negative shift so that the moving answer goes up
+        u = (x[:, i] - answers[i]) if d > 0 else (answers[i] - x[:, i])
+        cells = int(round(2 * abs(d) * resolution))
+        inner = np.clip(np.floor(u / abs(d) * cells).astype(int), 0, cells - 1) + 1
+        index += np.where(u <= 0, 0, np.where(u >= abs(d), cells + 1, inner))
+    return index
+
+
+def test_laplace_shift_law_matches_the_histogram_sampler():
+    answers, shifts, resolution = np.array([1.0, 1, 1]), np.array([1.0, -1, 1]), 4
+    law = laws.laplace_shift_law(shifts, scale=2.0, resolution=resolution)
+    for start, mass, seed in ((answers, law.mass_a, 6), (answers + shifts, law.mass_b, 7)):
+        out = bb.noisy_histogram(start, np.random.default_rng(seed), N, epsilon=0.5)
+        _assert_matches(np.bincount(_shift_index(out, answers, shifts, resolution), minlength=mass.size), mass)
+    assert law.true_epsilon == pytest.approx(3 / 2.0)
+
+
+def test_laplace_shift_epsilons_and_the_tail_that_no_budget_sees():
+    assert laws.laplace_shift_law(np.array([1.0]), scale=0.1).true_epsilon == pytest.approx(10.0)
+    parallel = laws.laplace_shift_law(np.ones(20), scale=200.0)
+    assert parallel.true_epsilon == pytest.approx(0.1)
+    assert parallel.reach() < 1e-4  # all 20 coordinates in their tails: about 2^-20
+    assert parallel.ceiling(10**6) < 0.5 * parallel.true_epsilon
+
+
+def test_geometric_sampler_matches_its_law_and_claim():
+    law = laws.geometric_law(1, 2, epsilon=0.1, n=5)
+    for count, mass, seed in ((1, law.mass_a, 8), (2, law.mass_b, 9)):
+        out = bb.truncated_geometric(np.array([float(count)]), np.random.default_rng(seed), N, epsilon=0.1)
+        _assert_matches(np.bincount(out[:, 0].astype(int), minlength=6), mass)
+    assert law.true_epsilon == pytest.approx(math.log(1 + 2.0**-3))  # Balcer & Vadhan 2018, Thm 4.7
+
+
+@pytest.mark.parametrize("settings", [dict(f=0.75, p=0.45, q=0.55), dict(f=0.95)])
+def test_rappor_sampler_matches_its_law(settings):
+    law = laws.rappor_law(1, 2, hashes=4, size=20, **settings)
+    one_a, one_b = (np.isin(np.arange(20), bb.bloom_positions(v, hashes=4, size=20)) for v in (1, 2))
+    only_a, only_b = one_a & ~one_b, one_b & ~one_a
+    for value, mass, seed in ((1, law.mass_a, 10), (2, law.mass_b, 11)):
+        out = bb.rappor(np.array([float(value)]), np.random.default_rng(seed), N, hashes=4, size=20,
+                        instantaneous="p" in settings, **settings)
+        k1, k0 = out[:, only_a].sum(axis=1).astype(int), out[:, only_b].sum(axis=1).astype(int)
+        _assert_matches(np.bincount(k1 * (only_b.sum() + 1) + k0, minlength=mass.size), mass)
+    per_bit = law.true_epsilon / (only_a.sum() + only_b.sum())
+    claim = bb.rappor_epsilon(hashes=4, **settings)
+    assert per_bit == pytest.approx(claim / 8)  # the claim: 2h = 8 differing bits at most
+    assert law.true_epsilon <= claim + 1e-12
+
+
+def test_ceiling_grows_with_trials_and_stays_below_the_true_epsilon():
+    law = laws.svt_law(np.ones(10), np.where(np.arange(10) < 5, 2.0, 0.0), variant=4, epsilon=0.1, cutoff=1,
+                       threshold=1.0)
+    ceilings = [law.ceiling(n) for n in (10**4, 10**5, 10**6)]
+    assert ceilings[0] <= ceilings[1] <= ceilings[2] < law.true_epsilon
+
+
+def test_product_law_adds_independent_epsilons():
+    one = laws.geometric_law(1, 2, epsilon=0.1, n=5)
+    assert laws.product_law(one, one).true_epsilon == pytest.approx(2 * one.true_epsilon)
