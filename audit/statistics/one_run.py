@@ -26,7 +26,10 @@ from dpaudit.audit.statistics.confidence import check_confidence, check_delta
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_int
 
-__all__ = ["OneRunBound", "one_run_epsilon", "one_run_from_scores"]
+__all__ = ["MU_MAX", "OneRunBound", "largest_rejected_mu", "one_run_epsilon", "one_run_from_scores"]
+
+#: The largest mu a one-run test of f-DP is searched up to.
+MU_MAX = 40.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -101,3 +104,24 @@ def one_run_from_scores(scores, included, *, guesses_positive: int, guesses_nega
     correct += int((~truth[order[:k_neg]]).sum())
     return one_run_epsilon(canaries=scores.size, guesses=k_pos + k_neg, correct=correct,
                            delta=delta, confidence=confidence)
+
+
+def largest_rejected_mu(rejects, *, beat: float = 0.0) -> float:
+    """The largest mu that ``rejects`` (a vectorised test, mu values -> rejected) rejects, rounded down; 0 if
+    none, and 0 at once when ``beat`` is not rejected (the caller already has a bound that large).
+
+    ``beat`` alone first (most counts under no leakage stop there), then a doubling grid up to
+    :data:`MU_MAX`, then two rounds of 16 points between the last rejected and the first kept value.
+    """
+    if not rejects(np.array([beat]))[0]:
+        return 0.0
+    grid = np.array([beat, *[value for value in (0.25, 0.5, 1, 2, 4, 8, 16, MU_MAX) if value > beat]])
+    last = int(np.nonzero(rejects(grid))[0].max())
+    if last == grid.size - 1:
+        return float(grid[-1])
+    low, high = float(grid[last]), float(grid[last + 1])
+    for _ in range(2):
+        points = np.linspace(low, high, 17)
+        last = int(np.nonzero(rejects(points))[0].max())
+        low, high = float(points[last]), float(points[min(last + 1, 16)])
+    return max(float(np.nextafter(low, -np.inf)), 0.0) if low > 0 else 0.0

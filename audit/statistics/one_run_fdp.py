@@ -52,7 +52,7 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 
 from dpaudit.audit.statistics.confidence import check_confidence, check_delta
-from dpaudit.audit.statistics.one_run import one_run_epsilon
+from dpaudit.audit.statistics.one_run import largest_rejected_mu, one_run_epsilon
 from dpaudit.audit.statistics.one_run_tail import tail_mu_lower_bound
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 from dpaudit.mechanisms.errors import ParameterError
@@ -68,7 +68,6 @@ GUESS_RULES = ("auto", "union", "calibrate")
 #: 10^4 canaries of a mu = 2 Gaussian score), and pays by the union bound below it (a calibration part
 #: of a few hundred canaries chooses poorly).
 AUTO_CALIBRATE_FROM = 1000
-_MU_MAX = 40.0
 
 
 def fdp_rejects(mu: np.ndarray, *, canaries: int, guesses: int, correct: int, failure: float) -> np.ndarray:
@@ -97,21 +96,8 @@ def fdp_mu_lower_bound(*, canaries: int, guesses: int, correct: int, failure: fl
     value. With ``beat``, counts that do not reject ``beat`` return 0 at
     once (the caller already has a bound that large).
     """
-    kwargs = dict(canaries=canaries, guesses=guesses, correct=correct, failure=failure)
-    if not fdp_rejects(np.array([beat]), **kwargs)[0]:
-        return 0.0
-    grid = np.array([beat, *[value for value in (0.25, 0.5, 1, 2, 4, 8, 16, _MU_MAX) if value > beat]])
-    rejected = fdp_rejects(grid, **kwargs)
-    last = int(np.nonzero(rejected)[0].max())
-    if last == grid.size - 1:
-        return float(grid[-1])
-    low, high = float(grid[last]), float(grid[last + 1])
-    for _ in range(2):
-        points = np.linspace(low, high, 17)
-        rejected = fdp_rejects(points, **kwargs)
-        last = int(np.nonzero(rejected)[0].max())
-        low, high = float(points[last]), float(points[min(last + 1, 16)])
-    return max(float(np.nextafter(low, -np.inf)), 0.0) if low > 0 else 0.0
+    return largest_rejected_mu(
+        lambda mu: fdp_rejects(mu, canaries=canaries, guesses=guesses, correct=correct, failure=failure), beat=beat)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

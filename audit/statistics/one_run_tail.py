@@ -39,10 +39,11 @@ from scipy.special import ndtr, ndtri
 from scipy.stats import beta as beta_law
 from scipy.stats import binom
 
+from dpaudit.audit.statistics.one_run import largest_rejected_mu
+
 __all__ = ["CELLS", "tail_mu_lower_bound", "tail_p_values"]
 
 CELLS = 4096  #: cells of equal probability of the cut's quantile W (the p-value is over by at most 1/CELLS)
-_MU_MAX = 40.0
 
 
 def _confidence_at(tail: np.ndarray, mu: np.ndarray) -> np.ndarray:
@@ -90,16 +91,6 @@ def tail_mu_lower_bound(*, canaries: int, guesses: int, correct: int, failure: f
     def rejects(values: np.ndarray) -> np.ndarray:
         return tail_p_values(values, canaries=canaries, guesses=guesses, errors=guesses - correct) < failure
 
-    if guesses == 0 or not rejects(np.array([beat]))[0]:
+    if guesses == 0:
         return 0.0
-    grid = np.array([beat, *[value for value in (0.25, 0.5, 1, 2, 4, 8, 16, _MU_MAX) if value > beat]])
-    rejected = rejects(grid)
-    last = int(np.nonzero(rejected)[0].max())
-    if last == grid.size - 1:
-        return float(grid[-1])
-    low, high = float(grid[last]), float(grid[last + 1])
-    for _ in range(2):
-        points = np.linspace(low, high, 17)
-        last = int(np.nonzero(rejects(points))[0].max())
-        low, high = float(points[last]), float(points[min(last + 1, 16)])
-    return max(float(np.nextafter(low, -np.inf)), 0.0) if low > 0 else 0.0
+    return largest_rejected_mu(rejects, beat=beat)
