@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 __all__ = ["ceiling_band", "epsilon_by_index", "histograms", "privacy_profile", "roc", "to_svg"]
 
 # Applied per figure (matplotlib.rc_context): importing this module changes no global setting.
-_STYLE = {"svg.fonttype": "none", "figure.dpi": 96, "font.size": 10,
+# svg.hashsalt: marker and clip-path ids hashed from a fixed salt, so a report renders to the same bytes every time
+_STYLE = {"svg.fonttype": "none", "svg.hashsalt": "dpaudit", "figure.dpi": 96, "font.size": 10,
           "axes.spines.top": False, "axes.spines.right": False}
 _PROLOG = re.compile(r"^.*?(?=<svg)", re.S)
 _METADATA = re.compile(r"<metadata>.*?</metadata>", re.S)

@@ -22,6 +22,9 @@ NULL_SEEDS = 200
 # above the exact epsilon is at most Binomial(200, 0.05) (mean 10, sd 3.08); 19 = mean + 3 sd
 # (P[Bin(200, 0.05) >= 20] = 0.003)
 NULL_ALLOWED = 19
+# The mixed output's audits fit a classifier each and cost about ten times more: 100 of them, for which the
+# same reasoning gives Binomial(100, 0.05) (mean 5, sd 2.18) and 11 = mean + 3 sd (P[Bin(100, 0.05) >= 12] = 0.004)
+MIXED_SEEDS, MIXED_ALLOWED = 100, 11
 
 
 def _null_audit(algorithm, seed: int, *, calibration: int, certification: int, chunks: int) -> float:
@@ -38,17 +41,18 @@ def _null_audit(algorithm, seed: int, *, calibration: int, certification: int, c
     return certifier.finish().epsilon.epsilon_lower_bound
 
 
-@pytest.mark.parametrize(("make", "calibration"), [(lambda: algorithms.randomized_response(0.5, k=4), 2_000),
-                                                   (lambda: algorithms.noisy_max_index(1.0), 2_000),
-                                                   (lambda: algorithms.sentinel_or_value(0.5), 4_000)],
+@pytest.mark.parametrize(("make", "calibration", "seeds", "allowed"),
+                         [(lambda: algorithms.randomized_response(0.5, k=4), 2_000, NULL_SEEDS, NULL_ALLOWED),
+                          (lambda: algorithms.noisy_max_index(1.0), 2_000, NULL_SEEDS, NULL_ALLOWED),
+                          (lambda: algorithms.sentinel_or_value(0.5), 4_000, MIXED_SEEDS, MIXED_ALLOWED)],
                          ids=["rr", "noisy-max", "sentinel-or-value"])
-def test_null_discrete_outputs_certify_above_the_exact_epsilon_rarely(make, calibration):
+def test_null_discrete_outputs_certify_above_the_exact_epsilon_rarely(make, calibration, seeds, allowed):
     # the outcome table (rr, noisy max) and the classifier on a sentinel flag and a value (mixed)
     algorithm = make()
     bounds = np.array([_null_audit(algorithm, seed, calibration=calibration, certification=9 * calibration,
-                                   chunks=3) for seed in range(NULL_SEEDS)])
+                                   chunks=3) for seed in range(seeds)])
     excess = int(np.sum(bounds > algorithm.exact))
-    assert excess <= NULL_ALLOWED, (excess, algorithm.exact, np.quantile(bounds, [0.5, 0.95]))
+    assert excess <= allowed, (excess, algorithm.exact, np.quantile(bounds, [0.5, 0.95]))
     # and the audits are not vacuous: the median certifies most of the exact epsilon
     assert np.median(bounds) > 0.6 * algorithm.exact
 
