@@ -162,7 +162,27 @@ def _load() -> dict[str, Score]:
         _loaded = True
         for module in SCORE_MODULES:
             importlib.import_module(module)
+        _put_in_canonical_order()
     return _REGISTRY
+
+
+def _put_in_canonical_order() -> None:
+    """Order the registry: this module's scores, then each of :data:`SCORE_MODULES`' in that order, then any
+    other in the order it was registered. A module of ``SCORE_MODULES`` imported early (directly, by a user)
+    registers its scores early; without this the default portfolio's order, and with it an audit's id and the
+    portfolio's tie-breaks, would depend on which module the process happened to import first."""
+    def rank(item: tuple[int, tuple[str, Score]]) -> tuple[int, int, int]:
+        position, (_, score) = item
+        module = getattr(getattr(score, "_fit", None), "__module__", None)
+        if module == __name__:
+            return (0, 0, position)
+        if module in SCORE_MODULES:
+            return (1, SCORE_MODULES.index(module), position)
+        return (2, 0, position)
+
+    ordered = [entry for _, entry in sorted(enumerate(_REGISTRY.items()), key=rank)]
+    _REGISTRY.clear()
+    _REGISTRY.update(ordered)
 
 
 def register_score(score: Score) -> Score:

@@ -106,3 +106,16 @@ def test_the_portfolio_takes_the_outcome_table_without_a_contest():
     chosen = [row for row in result.attack["portfolio"] if row["chosen"]]
     assert [row["name"] for row in chosen] == ["discrete"]
     assert 0 < result.epsilon_lower_bound <= 1.0
+
+
+def test_the_default_portfolio_does_not_depend_on_which_module_was_imported_first():
+    # its order enters every audit's id (and the portfolio's tie-breaks): a process that imported the
+    # discrete score's module first must build the same portfolio, or a resumed audit recomputes every chunk
+    import subprocess
+    import sys
+
+    show = "from dpaudit.attacks.scores import resolve_scores; print([s.name for s in resolve_scores('auto')])"
+    plain = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True, check=True).stdout
+    early = subprocess.run([sys.executable, "-c", "import dpaudit.attacks.discrete; " + show],
+                           capture_output=True, text=True, check=True).stdout
+    assert plain == early and "discrete" in plain
