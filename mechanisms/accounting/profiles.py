@@ -20,7 +20,7 @@ Asoodeh, Diaz, Calmon, "Contraction of E_gamma-divergence", ``theta_gamma``.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import log_ndtr
+from scipy.special import erfcx, log_ndtr
 
 __all__ = [
     "bisect_decreasing",
@@ -34,14 +34,6 @@ __all__ = [
 ]
 
 
-def _log_diff(log_a: np.ndarray, log_b: np.ndarray) -> np.ndarray:
-    """``log(exp(log_a) - exp(log_b))`` for ``log_a >= log_b`` (``-inf`` when equal)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gap = np.minimum(log_b - log_a, 0.0)
-        out = log_a + np.log(-np.expm1(gap))
-    return np.where(np.isneginf(log_a), -np.inf, out)
-
-
 def gaussian_log_delta(epsilon, mu):
     """``log delta(eps)`` of mu-GDP (Balle & Wang 2018, Thm 8), stable in the tails."""
     eps, mu = np.broadcast_arrays(np.asarray(epsilon, dtype=float), np.asarray(mu, dtype=float))
@@ -50,9 +42,18 @@ def gaussian_log_delta(epsilon, mu):
     with np.errstate(divide="ignore", invalid="ignore"):
         m = np.where(positive, mu, 1.0)
         # delta = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)   [Balle & Wang Thm 8]
-        log_a = log_ndtr(-eps / m + m / 2)
-        log_b = eps + log_ndtr(-eps / m - m / 2)
-        finite = _log_diff(log_a, log_b)
+        upper, lower = -eps / m + m / 2, -eps / m - m / 2
+        log_a = log_ndtr(upper)
+        gap = eps + log_ndtr(lower) - log_a  # log of e^eps Phi(lower) / Phi(upper), <= 0
+        # In the lower tail both logs are ~ -upper^2 / 2 and nearly cancel, so
+        # log_ndtr's rounding (one ulp of 5e3 at upper = -100) would swamp a gap of
+        # 1e-4. With Phi(-t) = erfcx(t / sqrt 2) exp(-t^2 / 2) / 2 the Gaussian
+        # factors cancel exactly (eps + (upper^2 - lower^2) / 2 = 0), leaving a
+        # ratio of erfcx values, each accurate to a few ulps.
+        tail = upper < 0
+        tail_gap = np.log(erfcx(-lower / np.sqrt(2)) / erfcx(-np.where(tail, upper, -1.0) / np.sqrt(2)))
+        gap = np.minimum(np.where(tail, tail_gap, gap), 0.0)
+        finite = np.where(np.isneginf(log_a), -np.inf, log_a + np.log(-np.expm1(gap)))
     out = np.where(positive & np.isfinite(mu), finite, out)
     out = np.where(np.isinf(mu), 0.0, out)  # mu = inf: no privacy
     return out[()] if out.ndim == 0 else out

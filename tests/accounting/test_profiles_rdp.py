@@ -11,7 +11,7 @@ import math
 import mpmath
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dpaudit.mechanisms.accounting import conversions as conv
@@ -42,11 +42,15 @@ def _mp_gaussian_delta(eps, mu):
     return mpmath.ncdf(-eps / mu + mu / 2) - mpmath.exp(eps) * mpmath.ncdf(-eps / mu - mu / 2)
 
 
-@pytest.mark.parametrize("eps, mu", [(50.0, 3.0), (20.0, 1.0), (5.0, 0.3), (30.0, 2.0)])
+@pytest.mark.parametrize("eps, mu", [(50.0, 3.0), (20.0, 1.0), (5.0, 0.3), (30.0, 2.0),
+                                     (50.0, 0.5), (1.0, 0.01), (20.0, 0.1), (0.0, 0.01), (0.1, 10.0)])
 def test_gaussian_profile_tails_match_mpmath(eps, mu):
+    # Where Phi(-eps/mu + mu/2) and e^eps Phi(-eps/mu - mu/2) nearly cancel (the lower
+    # tail, small mu), subtracting two log_ndtr values of size 5e3 lost up to 1e-8
+    # absolute; the erfcx ratio keeps the log profile to about 1e-14 relative.
     got = profiles.gaussian_log_delta(eps, mu)
     expected = float(mpmath.log(_mp_gaussian_delta(eps, mu)))
-    assert got == pytest.approx(expected, rel=1e-9)
+    assert got == pytest.approx(expected, rel=1e-13)
 
 
 def test_profiles_are_finite_at_extremes():
@@ -208,8 +212,10 @@ def test_optimal_conversion_is_between_exact_and_cks(mu, delta_exp, alpha):
 
 @settings(max_examples=40, deadline=None)
 @given(mu=st.floats(0.01, 10.0), eps=st.lists(st.floats(0, 50), min_size=2, max_size=8))
+@example(mu=0.5, eps=[50.0, 49.99999999999999])  # rose by 5e-10 under scipy 1.12 before the erfcx form
 def test_gaussian_delta_falls_as_epsilon_grows(mu, eps):
     grid = np.sort(np.array(eps))
     values = profiles.gaussian_log_delta(grid, mu)
-    assert np.all(np.diff(values) <= 1e-12)
+    # monotone up to the rounding of the values themselves (a few ulps; 1 ulp of 5e3 is 9e-13)
+    assert np.all(np.diff(values) <= 1e-12 + 4 * np.spacing(np.abs(values[1:])))
     assert np.all(np.isfinite(values) | np.isneginf(values))
