@@ -13,14 +13,15 @@ deciding everything on the calibration trials it is fitted on:
   sentinel is flagged;
 - any other coordinate is continuous and kept as it is.
 
-When the whole output takes few distinct values (every coordinate is a
-category and each outcome seen is seen :data:`MIN_PER_OUTCOME` times on
-average), each outcome ``o`` is scored by the smoothed log-ratio of its
+When every coordinate is a category, each outcome ``o`` is scored by its
+log-ratio estimated two ways and combined: the smoothed log-ratio of its
 calibration frequencies, ``log((n_b(o) + a) / N_b) - log((n_a(o) + a) / N_a)``
-with ``a`` = :data:`PSEUDO_COUNT` (an outcome never seen scores 0): the plug-in
-likelihood ratio, whose superlevel sets, with a randomised tie-break at the
-threshold (``audit.thresholds``), are the Neyman-Pearson tests. Otherwise a
-logistic regression (``attacks.scores``) is fitted on the encoded columns.
+with ``a`` = :data:`PSEUDO_COUNT`, shrunk towards a logistic regression on the
+one-hot columns by the empirical-Bayes weight of its counts
+(:func:`_fit_outcome_table`): the plug-in likelihood ratio, whose superlevel
+sets, with a randomised tie-break at the threshold (``audit.thresholds``),
+are the Neyman-Pearson tests. Otherwise a logistic regression
+(``attacks.classifiers``) is fitted on the encoded columns.
 
 Values are compared for exact equality only where they repeat exactly on the
 calibration trials (a category or a sentinel); continuous values are never
@@ -34,7 +35,9 @@ References
 ----------
 docs/theory.md 7 (few-valued and mixed outputs); Neyman-Pearson lemma;
 Ding, Wang, Wang, Zhang, Kifer, "Detecting violations of differential
-privacy", CCS 2018 (histogram tests on discrete outputs).
+privacy", CCS 2018 (histogram tests on discrete outputs);
+DerSimonian, R. and Laird, N. (1986), "Meta-analysis in clinical trials",
+Controlled Clinical Trials 7 (the moment estimate of the between-outcome variance).
 """
 
 from __future__ import annotations
@@ -45,13 +48,12 @@ import numpy as np
 
 from dpaudit.mechanisms.errors import ParameterError
 
-__all__ = ["ATOM_SHARE", "Encoding", "MAX_LEVELS", "MIN_PER_OUTCOME", "PSEUDO_COUNT", "fit_discrete",
+__all__ = ["ATOM_SHARE", "Encoding", "MAX_LEVELS", "PSEUDO_COUNT", "fit_discrete",
            "fit_encoding", "outcome_codes"]
 
 MAX_LEVELS = 32  #: a coordinate with at most this many distinct calibration values is a category
 ATOM_SHARE = 0.01  #: a repeated value of a continuous coordinate with at least this share is a sentinel
 MAX_SENTINELS = 8  #: sentinels flagged per coordinate (the most frequent)
-MIN_PER_OUTCOME = 200.0  #: the outcome table is used when outcomes are seen this often on average
 PSEUDO_COUNT = 0.5  #: the smoothing ``a`` of the outcome log-ratio
 _HASH = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5],
                  dtype=np.uint64)
@@ -143,24 +145,67 @@ def outcome_codes(encoding: Encoding, outputs: np.ndarray) -> np.ndarray:
     return code
 
 
-def _fit_histogram(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray):
+def _random_effects_variance(residual: np.ndarray, variance: np.ndarray) -> float:
+    """Between-outcome variance ``tau^2`` of residuals with sampling variances ``variance``.
+
+    The DerSimonian-Laird moment estimator: ``Q = sum w e^2`` with ``w = 1 / variance``
+    has expectation ``(K - 1) + tau^2 (sum w - sum w^2 / sum w)`` over ``K`` outcomes.
+    """
+    weight = 1.0 / variance
+    total = weight.sum()
+    spread = total - np.sum(weight**2) / total
+    if residual.size < 2 or spread <= 0:
+        return 0.0
+    centred = residual - np.sum(weight * residual) / total
+    return max(0.0, (float(np.sum(weight * centred**2)) - (residual.size - 1)) / spread)
+
+
+def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int):
+    """The outcome log-ratio, each outcome's table entry shrunk towards a classifier on the categories.
+
+    A logistic regression on the one-hot columns gives every outcome a log-ratio
+    ``m(o)`` (its logit less the log of the sides' sizes), which adds the
+    coordinates' effects and so also scores outcomes seen rarely or never. The
+    table's smoothed log-ratio ``r(o)`` (module docstring), of sampling variance
+    about ``v(o) = 1 / (n_a(o) + a) + 1 / (n_b(o) + a)``, departs from it by
+    what the coordinates' sum misses (their interactions) plus noise. Each
+    outcome scores ``m(o) + tau^2 / (tau^2 + v(o)) (r(o) - m(o))``, with the
+    interactions' variance ``tau^2`` estimated from the residuals
+    (:func:`_random_effects_variance`): the empirical-Bayes mean of the
+    outcome's log-ratio. An outcome seen often keeps its own table entry, one
+    seen rarely the classifier's, and as the budget grows the table takes
+    over, so the score tends to the likelihood ratio (docs/theory.md 7).
+    """
+    from dpaudit.attacks.classifiers import fit_logistic
+
+    classifier = fit_logistic(encoding.features(cal_a), encoding.features(cal_b), seed=seed)
+    prior = float(np.log(cal_b.shape[0]) - np.log(cal_a.shape[0]))  # logit = log-ratio + log(N_b / N_a)
     codes_a, codes_b = outcome_codes(encoding, cal_a), outcome_codes(encoding, cal_b)
-    keys, inverse = np.unique(np.concatenate([codes_a, codes_b]), return_inverse=True)
+    codes = np.concatenate([codes_a, codes_b])
+    keys, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
     count_a = np.bincount(inverse[:codes_a.size], minlength=keys.size)
     count_b = np.bincount(inverse[codes_a.size:], minlength=keys.size)
-    log_ratio = (np.log(count_b + PSEUDO_COUNT) - np.log(codes_b.size)
-                 - np.log(count_a + PSEUDO_COUNT) + np.log(codes_a.size))
+    table = (np.log(count_b + PSEUDO_COUNT) - np.log(codes_b.size)
+             - np.log(count_a + PSEUDO_COUNT) + np.log(codes_a.size))
+    modelled = classifier(encoding.features(np.concatenate([cal_a, cal_b])[first])) - prior
+    variance = 1.0 / (count_a + PSEUDO_COUNT) + 1.0 / (count_b + PSEUDO_COUNT)
+    residual = table - modelled
+    tau2 = _random_effects_variance(residual, variance)
+    correction = tau2 / (tau2 + variance) * residual
 
-    def histogram(outputs: np.ndarray) -> np.ndarray:
-        codes = outcome_codes(encoding, outputs)
+    def outcome_table(outputs: np.ndarray) -> np.ndarray:
+        x = _canonical(outputs)
+        codes = outcome_codes(encoding, x)
         position = np.minimum(np.searchsorted(keys, codes), keys.size - 1)
-        return np.where(keys[position] == codes, log_ratio[position], 0.0)
+        seen = keys[position] == codes
+        return classifier(encoding.features(x)) - prior + np.where(seen, correction[position], 0.0)
 
-    histogram.outcomes = int(keys.size)
+    outcome_table.outcomes = int(keys.size)
+    outcome_table.interaction_variance = tau2
     # every score is a function of the outcome, and this table estimates the best one (the likelihood
     # ratio): a portfolio takes it without a contest (``audit.portfolio``)
-    histogram.sufficient = True
-    return histogram
+    outcome_table.sufficient = True
+    return outcome_table
 
 
 def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int):
@@ -179,9 +224,7 @@ def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int):
         raise ParameterError("score 'discrete' found no coordinate with few distinct values or a repeated "
                              "sentinel on the calibration trials; use 'logistic' or 'gaussian'")
     if encoding.categorical:
-        histogram = _fit_histogram(encoding, cal_a, cal_b)
-        if (cal_a.shape[0] + cal_b.shape[0]) >= MIN_PER_OUTCOME * histogram.outcomes:
-            return histogram
+        return _fit_outcome_table(encoding, cal_a, cal_b, seed=seed)
     classifier = fit_logistic(encoding.features(cal_a), encoding.features(cal_b), seed=seed)
     return lambda outputs: classifier(encoding.features(_canonical(outputs)))
 

@@ -53,7 +53,9 @@ def test_outcome_codes_are_equal_exactly_for_equal_rows_in_both_radix_and_hash_f
     assert outcome_codes(encoding, np.array([[-0.0]]))[0] == outcome_codes(encoding, np.array([[0.0]]))[0]
 
 
-def test_outcome_table_scores_the_smoothed_log_ratio_and_zero_for_unseen_outcomes():
+def test_a_saturated_classifier_gives_each_outcome_its_empirical_log_ratio():
+    # one categorical coordinate: the classifier on its one-hot columns fits every outcome's log-ratio,
+    # so the score is the empirical log(n_b / N_b) - log(n_a / N_a) up to the table's pseudo-count
     rng = np.random.default_rng(2)
     cal_a = rng.choice(3, size=(4_000, 1), p=[0.5, 0.3, 0.2]).astype(float)
     cal_b = rng.choice(3, size=(4_000, 1), p=[0.3, 0.3, 0.4]).astype(float)
@@ -61,19 +63,39 @@ def test_outcome_table_scores_the_smoothed_log_ratio_and_zero_for_unseen_outcome
     a = discrete.PSEUDO_COUNT
     for outcome in range(3):
         n_a, n_b = int(np.sum(cal_a == outcome)), int(np.sum(cal_b == outcome))
-        expected = np.log((n_b + a) / 4_000) - np.log((n_a + a) / 4_000)
-        assert score(np.array([[float(outcome)]]))[0] == pytest.approx(expected, rel=1e-12)
-    assert score(np.array([[5.0]]))[0] == 0.0
+        empirical = np.log(n_b / 4_000) - np.log(n_a / 4_000)
+        # the pseudo-count moves a log-ratio by at most a / n_a + a / n_b
+        assert abs(score(np.array([[float(outcome)]]))[0] - empirical) <= a / n_a + a / n_b + 1e-6
+    assert score(np.array([[5.0]]))[0] == pytest.approx(0.0, abs=0.05)  # unseen: the intercept only
 
 
-def test_many_outcomes_fall_back_to_a_classifier_on_encoded_columns():
+def test_additive_effects_are_read_from_the_classifier_and_unseen_outcomes_scored():
+    # independent bits (no interaction): the table's departures are noise, tau^2 ~ 0, and an outcome never
+    # seen on calibration (all 12 bits set) gets the bits' summed effect rather than 0
     rng = np.random.default_rng(3)
-    # 2^12 outcomes seen about once each: no table; the bits' classifier points to S' for the shifted law
     cal_a = (rng.random((2_000, 12)) < 0.4).astype(float)
     cal_b = (rng.random((2_000, 12)) < 0.6).astype(float)
     score = fit_discrete(cal_a, cal_b, seed=0)
-    assert not hasattr(score, "outcomes")
-    assert score(np.ones((1, 12)))[0] > score(np.zeros((1, 12)))[0]
+    assert score.outcomes > 1_000 and score.interaction_variance < 0.05
+    # each set bit adds log(0.6 / 0.4) - log(0.4 / 0.6) = 0.81 to the true log-ratio: 12 bits, 9.7
+    assert score(np.ones((1, 12)))[0] - score(np.zeros((1, 12)))[0] == pytest.approx(12 * 2 * np.log(1.5), rel=0.25)
+
+
+def test_interactions_the_classifier_misses_are_taken_from_the_table():
+    # S' makes the two bits equal more often; each bit alone is a fair coin on both sides, so the
+    # classifier's additive effects are ~0 and only the outcome table sees the difference
+    rng = np.random.default_rng(5)
+
+    def draw(p_equal: float, size: int) -> np.ndarray:
+        first = rng.integers(0, 2, size)
+        second = np.where(rng.random(size) < p_equal, first, 1 - first)
+        return np.column_stack([first, second]).astype(float)
+    cal_a, cal_b = draw(0.5, 20_000), draw(0.7, 20_000)
+    score = fit_discrete(cal_a, cal_b, seed=0)
+    assert score.interaction_variance > 0.05
+    equal, unequal = score(np.array([[0.0, 0.0], [1.0, 1.0]])), score(np.array([[0.0, 1.0], [1.0, 0.0]]))
+    # true log-ratios: log(0.7 / 0.5) = 0.34 and log(0.3 / 0.5) = -0.51; binomial error about 0.03 each
+    assert np.all(np.abs(equal - np.log(1.4)) < 0.1) and np.all(np.abs(unequal - np.log(0.6)) < 0.1)
 
 
 def test_continuous_outputs_are_declined_with_a_reason():
