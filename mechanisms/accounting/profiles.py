@@ -51,7 +51,8 @@ def gaussian_log_delta(epsilon, mu):
         # factors cancel exactly (eps + (upper^2 - lower^2) / 2 = 0), leaving a
         # ratio of erfcx values, each accurate to a few ulps.
         tail = upper < 0
-        tail_gap = np.log(erfcx(-lower / np.sqrt(2)) / erfcx(-np.where(tail, upper, -1.0) / np.sqrt(2)))
+        tail_gap = np.log(erfcx(-np.where(tail, lower, -2.0) / np.sqrt(2))
+                          / erfcx(-np.where(tail, upper, -1.0) / np.sqrt(2)))  # (placeholders off the tail)
         gap = np.minimum(np.where(tail, tail_gap, gap), 0.0)
         finite = np.where(np.isneginf(log_a), -np.inf, log_a + np.log(-np.expm1(gap)))
     out = np.where(positive & np.isfinite(mu), finite, out)
