@@ -19,9 +19,18 @@ Each candidate is screened on its own trials: the outputs are split in
 halves, a score is fitted on the first half, and its strength is the
 best Clopper-Pearson-penalised log ratio of a threshold test on the second
 half (an estimate, never certified; the penalty keeps rare tails that are
-pure noise from winning). The strongest candidate is then certified on
+pure noise from winning). At small epsilons a screen of a few 10^4 trials
+ranks the patterns mostly by luck, so the screen has two rounds (successive
+halving): every pattern on ``screen_trials``, then the :data:`FINALISTS`
+strongest again on :data:`FINAL_FACTOR` times as many fresh trials, where
+the strongest of that round is chosen. The chosen candidate is then certified on
 fresh trials by the caller: the choice is a function of screening data
 alone, so it costs nothing in the failure probability (docs/theory.md 3.8).
+
+References
+----------
+Karnin, Koren, Somekh (2013), "Almost optimal exploration in multi-armed
+bandits", ICML (successive halving); docs/theory.md 8.
 """
 
 from __future__ import annotations
@@ -47,6 +56,8 @@ RELATIONS = ("component-wise", "one-answer")
 #: the projection on the difference of the two sides' mean outputs, and the smoothed log-ratio of each
 #: output row's counts).
 SCREEN_SCORES = ("projection", "gaussian", "difference", "histogram")
+FINALISTS = 3  #: patterns screened again in the second round
+FINAL_FACTOR = 4  #: the second round's trials per side, in multiples of ``screen_trials``
 HISTOGRAM_MAX_OUTCOMES = 4096  # more distinct output rows than this: no histogram screen
 
 
@@ -156,18 +167,29 @@ def _strength(mechanism: Mechanism, candidate: VectorCandidate, scores: Sequence
 
 def screen_vector_pairs(mechanism: Mechanism, *, queries: int, center: float = 1.0, sensitivity: float = 1.0,
                         relation: str = "component-wise", scores: Sequence[str] = SCREEN_SCORES,
-                        screen_trials: int = 20_000, seed: np.random.SeedSequence | int = 0
-                        ) -> tuple[list[dict[str, Any]], VectorCandidate]:
-    """Screen every pattern pair of ``mechanism`` on ``screen_trials`` per side; return the table and the strongest.
+                        screen_trials: int = 20_000, seed: np.random.SeedSequence | int = 0,
+                        finalists: int = FINALISTS) -> tuple[list[dict[str, Any]], VectorCandidate]:
+    """Screen every pattern pair of ``mechanism``; return the table and the chosen pair.
 
+    Every pattern is screened on ``screen_trials`` per side; the ``finalists`` strongest (none when
+    0, or when there are no more patterns than that) again on ``FINAL_FACTOR * screen_trials``
+    fresh trials, and the strongest of that round is chosen (its row has ``final_epsilon``).
     ``seed`` drives the screening only; certify the chosen pair from a seed it never drew from.
     """
     candidates = pattern_pairs(queries, center=center, sensitivity=sensitivity, relation=relation)
     root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence([int(seed), 0x7EC5])
-    table, best = [], None
-    for candidate, child in zip(candidates, root.spawn(len(candidates))):
+    first_round, second_round = root.spawn(2)
+    table = []
+    for candidate, child in zip(candidates, first_round.spawn(len(candidates))):
         strength, score = _strength(mechanism, candidate, scores, screen_trials, child)
         table.append({**candidate.to_dict(), "screen_epsilon": strength, "score": score})
+    order = sorted(range(len(candidates)), key=lambda i: -table[i]["screen_epsilon"])  # stable: ties by order
+    if not 0 < finalists < len(candidates):
+        return table, candidates[order[0]]
+    best = None
+    for index, child in zip(order[:finalists], second_round.spawn(finalists)):
+        strength, score = _strength(mechanism, candidates[index], scores, FINAL_FACTOR * screen_trials, child)
+        table[index].update(final_epsilon=strength, final_score=score)
         if best is None or strength > best[0]:
-            best = (strength, candidate)
-    return table, best[1]
+            best = (strength, index)
+    return table, candidates[best[1]]

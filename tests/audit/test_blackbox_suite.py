@@ -114,3 +114,19 @@ def test_clear_violations_are_caught_and_correct_algorithms_pass_at_a_ci_budget(
     (result,) = run_blackbox_suite(trials=trials, screen_trials=4_000, only=[name], seed=0, with_law=False)
     assert result.name == name
     assert result.status == ("caught" if BY_NAME[name].violates else "passed"), result
+
+
+def test_the_screen_chooses_among_finalists_screened_again_on_fresh_trials():
+    from dpaudit.audit.checks.vector_pairs import FINAL_FACTOR, FINALISTS, screen_vector_pairs
+
+    mechanism = BY_NAME["prefix-sum"].mechanism()
+    table, chosen = screen_vector_pairs(mechanism, queries=10, screen_trials=2_000, seed=3)
+    finals = [row for row in table if "final_epsilon" in row]
+    ranked = sorted(table, key=lambda row: -row["screen_epsilon"])
+    assert len(finals) == FINALISTS and FINAL_FACTOR > 1
+    assert {row["name"] for row in finals} == {row["name"] for row in ranked[:FINALISTS]}  # the first round's best
+    assert chosen.name == max(finals, key=lambda row: row["final_epsilon"])["name"]
+    # one round: the first round's strongest
+    table, chosen = screen_vector_pairs(mechanism, queries=10, screen_trials=2_000, seed=3, finalists=0)
+    assert all("final_epsilon" not in row for row in table)
+    assert chosen.name == max(table, key=lambda row: row["screen_epsilon"])["name"]
