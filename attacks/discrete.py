@@ -204,7 +204,7 @@ def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray,
     outcome_table.interaction_variance = tau2
     # every score is a function of the outcome, and this table estimates the best one (the likelihood
     # ratio): a portfolio takes it without a contest (``audit.portfolio``)
-    outcome_table.sufficient = True
+    outcome_table.preferred = True
     return outcome_table
 
 
@@ -226,7 +226,15 @@ def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int):
     if encoding.categorical:
         return _fit_outcome_table(encoding, cal_a, cal_b, seed=seed)
     classifier = fit_logistic(encoding.features(cal_a), encoding.features(cal_b), seed=seed)
-    return lambda outputs: classifier(encoding.features(_canonical(outputs)))
+
+    def encoded(outputs: np.ndarray) -> np.ndarray:
+        return classifier(encoding.features(_canonical(outputs)))
+    # every coordinate a category or holding sentinel codes: the other scores read the codes (-1000 beside
+    # answers of +-20) as magnitudes, and a contest on 2% of the calibration trials picks among them by
+    # luck (docs/theory.md 7): a portfolio takes this one without a contest
+    encoded.preferred = all(level is not None or sentinel.size
+                            for level, sentinel in zip(encoding.levels, encoding.sentinels))
+    return encoded
 
 
 def _register() -> None:

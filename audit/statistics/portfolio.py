@@ -8,10 +8,12 @@ with the budget, docs/theory.md 7) and judged on the second: by the bound
 the planned certification trials would give to the test chosen on one part
 of its held-out scores, at the rates of the other part (:func:`_strength`;
 without a plan, by the bound certified on a split of them), with the mu
-bound breaking ties. A fitted score that says it is ``sufficient`` (the
-plug-in likelihood ratio of the whole output, such as the outcome table of
-``discrete``) is chosen without a contest: every score is a function of the
-output, and at small epsilon a contest judged on a few thousand held-out
+bound breaking ties. A fitted score that says it is ``preferred`` is
+chosen without a contest: the ``discrete`` score's outcome table (the
+plug-in likelihood ratio of the whole output: every score is a function of
+the output), and its classifier on outputs whose every coordinate is a
+category or holds sentinel codes, which the other scores read as
+magnitudes. At small epsilon a contest judged on a few thousand held-out
 trials is mostly noise (docs/theory.md 7). The chosen score is refitted on
 all calibration outputs and is the only score the certification trials ever
 see. Everything chosen is a function of
@@ -128,7 +130,7 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
                              f"{min(len(cal_a), len(cal_b))}: raise trials or calibration_fraction")
     candidates: list[Candidate] = []
     held: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    sufficient: list[str] = []
+    preferred: list[str] = []
     for score in scores:
         reason = score_applies(score, pair)
         if reason:
@@ -145,18 +147,27 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
             continue
         eps = _strength(held_a, held_b, delta=delta, confidence=confidence, seed=seed, planned=planned)
         held[score.name] = (held_a, held_b)
-        if getattr(fitted, "sufficient", False):
-            sufficient.append(score.name)
+        if getattr(fitted, "preferred", False) is True:
+            preferred.append(score.name)
         candidates.append(Candidate(score.name, True, "", eps))
     applicable = [c for c in candidates if c.applicable]
     if not applicable:
         raise ParameterError("no score of the portfolio applies: " + "; ".join(
             f"{c.name}: {c.reason}" for c in candidates))
-    if sufficient:  # a plug-in likelihood ratio of the whole output: no other score can do better
-        name = sufficient[0]
+    # a plug-in likelihood ratio, or the only score that reads the output's codes as codes: taken when its fit
+    # on all calibration outputs still says so (a few thousand trials can show an atom that is not there)
+    for name in preferred:
         chosen = next(score for score in scores if score.name == name)
-        candidates = [dataclasses.replace(c, chosen=c.name == name) for c in candidates]
-        return chosen, _fit(chosen, pair, cal_a, cal_b, seed), tuple(candidates)
+        try:
+            fitted = _fit(chosen, pair, cal_a, cal_b, seed)
+        except (DPAuditError, ValueError, RuntimeError, FloatingPointError, np.linalg.LinAlgError):
+            applicable = [c for c in applicable if c.name != name]
+            continue
+        if getattr(fitted, "preferred", False) is True:
+            candidates = [dataclasses.replace(c, chosen=c.name == name) for c in candidates]
+            return chosen, fitted, tuple(candidates)
+    if not applicable:
+        raise ParameterError("no score of the portfolio applies on all calibration outputs")
     # strengths at or below 0 tie (none resolves an effect at this budget); the mu bound, read near the
     # centre where the noise is smallest, breaks ties (computed for the tied candidates only)
     top = max(max(c.epsilon, 0.0) for c in applicable)

@@ -141,3 +141,37 @@ def test_the_default_portfolio_does_not_depend_on_which_module_was_imported_firs
     early = subprocess.run([sys.executable, "-c", "import dpaudit.attacks.discrete; " + show],
                            capture_output=True, text=True, check=True).stdout
     assert plain == early and "discrete" in plain
+
+
+def test_outputs_of_categories_and_sentinel_codes_prefer_the_discrete_score():
+    # SVT3's shape: each coordinate a sentinel code (-1000, "below") or a released noisy answer
+    rng = np.random.default_rng(6)
+
+    def draw(shift: float, size: int) -> np.ndarray:
+        return np.where(rng.random((size, 2)) < 0.4, -1000.0, rng.laplace(shift, 20.0, (size, 2)))
+    cal_a, cal_b = draw(0.0, 5_000), draw(1.0, 5_000)
+    assert fit_discrete(cal_a, cal_b, seed=0).preferred is True
+    # a purely continuous coordinate beside them: the other scores read it as well, so no preference
+    with_continuous = [np.column_stack([cal, rng.normal(size=len(cal))]) for cal in (cal_a, cal_b)]
+    assert fit_discrete(*with_continuous, seed=0).preferred is False
+
+
+def test_a_preference_seen_on_few_trials_is_checked_on_all_calibration_outputs():
+    # a score preferred when fitted on few trials but not on all of them takes part in the contest
+    from dpaudit.attacks.scores import BuiltinScore
+    from dpaudit.audit.statistics.portfolio import choose_score
+
+    def fit(pair, a, b, seed):
+        def score(outputs):
+            return np.asarray(outputs, dtype=float)[:, 0] * 0.0
+        score.preferred = len(a) < 3_000
+        return score
+    fickle = BuiltinScore("fickle", "preferred on few trials only", True, fit)
+    projection = BuiltinScore("projection", "the output itself", False,
+                              lambda pair, a, b, seed: lambda outputs: np.asarray(outputs, dtype=float)[:, 0])
+    rng = np.random.default_rng(7)
+    cal_a, cal_b = rng.normal(0.0, 1.0, (4_000, 1)), rng.normal(1.0, 1.0, (4_000, 1))
+    chosen, _, candidates = choose_score([fickle, projection], None, cal_a, cal_b, seed=0, delta=0.0,
+                                         confidence=0.95)
+    # the contest: a constant score certifies nothing, the projection separates N(0, 1) from N(1, 1)
+    assert chosen.name == "projection" and [c.name for c in candidates if c.chosen] == ["projection"]
