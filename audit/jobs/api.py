@@ -87,8 +87,9 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
         Estimators run after the built-ins (``dpaudit.audit.statistics.certify.Estimator``: ``name``, ``plan``,
         ``finish``); each shows in ``result.empirical.estimates`` and the reports.
     sequential : bool
-        Look at the data after 1, 2, 4, ... certification chunks (planned from the budget), each look
-        at confidence ``1 - beta / looks``, and stop at the first certified violation
+        Look at the data after 1, 2, 4, ... certification chunks (planned from the budget), the final
+        look at confidence ``1 - beta / 2`` and the earlier ones sharing the other half of ``beta``
+        (docs/theory.md 3.7), and stop at the first certified violation
         (``result.sequential`` records the looks).
     claimed_epsilon : float, optional
         A claim to stop at as well (a certified bound above it is a violation of the caller's claim).

@@ -335,7 +335,7 @@ def _result(plan: _Plan, store: Store, look: int, computed: Counter, started: fl
                              "chunk_seconds": store.chunk_seconds(plan.audit_id),
                              "chunks_computed": computed[plan.audit_id],
                              "chunks_reused": total - computed[plan.audit_id]},
-                    store=str(options.store), confidence=plan.looks.look_confidence, trials=used,
+                    store=str(options.store), confidence=plan.looks.confidence_at(look), trials=used,
                     sequential=plan.looks.record(look, used) if plan.job.sequential else None)
 
 

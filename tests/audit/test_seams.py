@@ -233,9 +233,9 @@ def test_dpaudit_check_looks_and_run_does_not(write_config, tmp_path, capsys):
                           '[audit]\ntrials = 4000\nchunk_size = 500\n')
     assert main(["check", str(config), "--store", str(tmp_path / "s.sqlite"), "--quiet", "--json"]) == 0
     checked = json.loads(capsys.readouterr().out)
-    # 3,600 certification trials in 8 chunks: looks after 1, 2, 4 and 8 chunks, each at 1 - 0.05 / 4
+    # 3,600 certification trials in 8 chunks: looks after 1, 2, 4 and 8 chunks, the last at 1 - 0.05 / 2
     assert checked["sequential"]["looks"] == [1, 2, 4, 8] and checked["sequential"]["stopped_at_look"] == 4
-    assert checked["empirical"]["per_index_confidence"] == pytest.approx(1 - 0.05 / 4)
+    assert checked["empirical"]["per_index_confidence"] == pytest.approx(1 - 0.05 / 2)  # the final look: beta / 2
     assert main(["run", str(config), "--store", str(tmp_path / "r.sqlite"), "--quiet", "--json"]) == 0
     ran = json.loads(capsys.readouterr().out)
     assert "sequential" not in ran and ran["empirical"]["confidence"] == 0.95

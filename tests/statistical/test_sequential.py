@@ -1,7 +1,8 @@
 """Stop at the first certified violation: sound looks, and a float leak caught early with default settings.
 
-The looks are planned from the budget (``audit.statistics.sequential.plan_looks``) and each is certified at
-``1 - beta / looks``; a union bound keeps the whole sequence at ``1 - beta``. The null test runs the
+The looks are planned from the budget (``audit.statistics.sequential.plan_looks``): the final look is
+certified at ``1 - beta / 2`` and the earlier ones share the other half equally; a union bound keeps the
+whole sequence at ``1 - beta``. The null test runs the
 looks of 200 seeded audits of a correct mechanism (vectorised: every seed's trials in one batched
 sample) and counts the seeds where any look certifies more than the exact epsilon of the instance.
 """
@@ -27,17 +28,21 @@ BETA = 0.05
 
 def test_looks_are_planned_from_the_budget_only():
     looks = plan_looks(58, 0.95)
-    assert looks.chunks == (1, 2, 4, 8, 16, 32, 58) and looks.look_confidence == pytest.approx(1 - 0.05 / 7)
-    assert plan_looks(1, 0.95).chunks == (1,) and plan_looks(1, 0.95).look_confidence == pytest.approx(0.95)
+    assert looks.chunks == (1, 2, 4, 8, 16, 32, 58)
+    # half of beta at the final look, the other half shared by the six earlier ones; all of it adds up to beta
+    assert looks.betas == pytest.approx((0.025 / 6,) * 6 + (0.025,)) and sum(looks.betas) == pytest.approx(0.05)
+    assert looks.confidence_at(6) == pytest.approx(0.975) and looks.confidence_at(0) == pytest.approx(1 - 0.025 / 6)
+    assert plan_looks(1, 0.95).chunks == (1,) and plan_looks(1, 0.95).confidence_at(0) == pytest.approx(0.95)
     record = looks.record(0, 1234)
-    assert record["stopped_early"] and record["beta_per_look"] == pytest.approx(0.05 / 7)
+    assert record["stopped_early"] and record["look_confidence"] == pytest.approx(1 - 0.025 / 6)
+    assert looks.record(6, 5678)["look_confidence"] == pytest.approx(0.975)
 
 
 def test_null_sequential_looks_stay_within_the_failure_probability():
     # randomized response (shuffled-rr with one record): thresholds on its two outputs reach the exact
     # epsilon quickly, so bounds come close to the truth at every look; measured on these seeds, the
-    # split looks exceed the truth in 1 of 200 audits, and the same looks each at the audit's full
-    # confidence (no split) in 11 of 200
+    # looks with beta spent half at the last look exceed the truth in 0 of 200 audits (1 of 200 with beta
+    # split equally), and the same looks each at the audit's full confidence (no split) in 11 of 200
     seeds, cal, chunk, chunks = 200, 400, 1000, 16
     pair = CanarySpec(kind="input").build(dpaudit.make("shuffled-rr", n=1, epsilon0=1.0), None)
     truth = shuffled_rr_epsilon(1e-6, n=1, epsilon0=1.0, ones=0)
@@ -50,12 +55,12 @@ def test_null_sequential_looks_stay_within_the_failure_probability():
     excess = 0
     for seed in range(seeds):
         cal_a, cal_b = scores["a"][seed, :cal], scores["b"][seed, :cal]
-        plan = plan_epsilon(cal_a, cal_b, delta=1e-6, confidence=looks.look_confidence)
         bounds = []
-        for used in looks.chunks:
+        for look, used in enumerate(looks.chunks):
+            plan = plan_epsilon(cal_a, cal_b, delta=1e-6, confidence=looks.confidence_at(look))
             cert_a, cert_b = scores["a"][seed, cal:cal + used * chunk], scores["b"][seed, cal:cal + used * chunk]
             bounds.append(finish_epsilon(plan, Counts.of(plan, cert_a, cert_b), delta=1e-6,
-                                         confidence=looks.look_confidence).epsilon_lower_bound)
+                                         confidence=looks.confidence_at(look)).epsilon_lower_bound)
         excess += max(bounds) > truth
     # a sound split fails in at most BETA of the seeds; 3 binomial standard deviations of sampling error
     assert excess / seeds <= BETA + 3 * math.sqrt(BETA * (1 - BETA) / seeds), excess
