@@ -145,21 +145,6 @@ def outcome_codes(encoding: Encoding, outputs: np.ndarray) -> np.ndarray:
     return code
 
 
-def _random_effects_variance(residual: np.ndarray, variance: np.ndarray) -> float:
-    """Between-outcome variance ``tau^2`` of residuals with sampling variances ``variance``.
-
-    The DerSimonian-Laird moment estimator: ``Q = sum w e^2`` with ``w = 1 / variance``
-    has expectation ``(K - 1) + tau^2 (sum w - sum w^2 / sum w)`` over ``K`` outcomes.
-    """
-    weight = 1.0 / variance
-    total = weight.sum()
-    spread = total - np.sum(weight**2) / total
-    if residual.size < 2 or spread <= 0:
-        return 0.0
-    centred = residual - np.sum(weight * residual) / total
-    return max(0.0, (float(np.sum(weight * centred**2)) - (residual.size - 1)) / spread)
-
-
 def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int):
     """The outcome log-ratio, each outcome's table entry shrunk towards a classifier on the categories.
 
@@ -171,12 +156,13 @@ def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray,
     what the coordinates' sum misses (their interactions) plus noise. Each
     outcome scores ``m(o) + tau^2 / (tau^2 + v(o)) (r(o) - m(o))``, with the
     interactions' variance ``tau^2`` estimated from the residuals
-    (:func:`_random_effects_variance`): the empirical-Bayes mean of the
+    (``attacks.shrinkage``): the empirical-Bayes mean of the
     outcome's log-ratio. An outcome seen often keeps its own table entry, one
     seen rarely the classifier's, and as the budget grows the table takes
     over, so the score tends to the likelihood ratio (docs/theory.md 7).
     """
     from dpaudit.attacks.classifiers import fit_logistic
+    from dpaudit.attacks.shrinkage import shrink
 
     classifier = fit_logistic(encoding.features(cal_a), encoding.features(cal_b), seed=seed)
     prior = float(np.log(cal_b.shape[0]) - np.log(cal_a.shape[0]))  # logit = log-ratio + log(N_b / N_a)
@@ -189,9 +175,8 @@ def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray,
              - np.log(count_a + PSEUDO_COUNT) + np.log(codes_a.size))
     modelled = classifier(encoding.features(np.concatenate([cal_a, cal_b])[first])) - prior
     variance = 1.0 / (count_a + PSEUDO_COUNT) + 1.0 / (count_b + PSEUDO_COUNT)
-    residual = table - modelled
-    tau2 = _random_effects_variance(residual, variance)
-    correction = tau2 / (tau2 + variance) * residual
+    shrunk, tau2 = shrink(table, variance, modelled)
+    correction = shrunk - modelled
 
     def outcome_table(outputs: np.ndarray) -> np.ndarray:
         x = _canonical(outputs)

@@ -82,7 +82,7 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
         calibration_b, seed)``; it need not be registered), or a list of either: a portfolio, of which
         one score is chosen on calibration trials (docs/theory.md 3.6). Default ``"auto"``: every
         registered score that applies (projection, gaussian, logistic, mlp, float-bits, exact, the
-        model scores, and any score another module registers).
+        model scores, discrete, median, and any score another module registers).
     estimators : sequence of Estimator, optional
         Estimators run after the built-ins (``dpaudit.audit.statistics.certify.Estimator``: ``name``, ``plan``,
         ``finish``); each shows in ``result.empirical.estimates`` and the reports.

@@ -14,7 +14,11 @@ plug-in likelihood ratio of the whole output: every score is a function of
 the output), and its classifier on outputs whose every coordinate is a
 category or holds sentinel codes, which the other scores read as
 magnitudes. At small epsilon a contest judged on a few thousand held-out
-trials is mostly noise (docs/theory.md 7). The chosen score is refitted on
+trials is mostly noise (docs/theory.md 7). Where no candidate certifies
+anything on its held-out scores (strengths and mu bounds all at 0), a
+candidate whose fit says it is the more efficient local test than the mean
+of the outputs (an ``efficiency`` above 1, read without labels: the
+``median`` score under heavy-tailed noise) goes before the others' order. The chosen score is refitted on
 all calibration outputs and is the only score the certification trials ever
 see. Everything chosen is a function of
 calibration trials, which are independent of the certification trials, so
@@ -131,6 +135,7 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
     candidates: list[Candidate] = []
     held: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     preferred: list[str] = []
+    efficiency: dict[str, float] = {}
     for score in scores:
         reason = score_applies(score, pair)
         if reason:
@@ -149,6 +154,7 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
         held[score.name] = (held_a, held_b)
         if getattr(fitted, "preferred", False) is True:
             preferred.append(score.name)
+        efficiency[score.name] = float(getattr(fitted, "efficiency", 0.0))
         candidates.append(Candidate(score.name, True, "", eps))
     applicable = [c for c in candidates if c.applicable]
     if not applicable:
@@ -173,7 +179,9 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
     top = max(max(c.epsilon, 0.0) for c in applicable)
     mus = {c.name: gdp_lower_bound(*held[c.name], confidence=confidence, calibration_fraction=0.5,
                                    seed=seed).mu_lower_bound for c in applicable if max(c.epsilon, 0.0) == top}
-    name = max(mus, key=lambda n: (mus[n], -[c.name for c in applicable].index(n)))
+    # where the mu bounds tie too (at 0: nothing certified at this budget), a candidate that says it is the
+    # more efficient local test (``efficiency`` above 1: the median test under heavy-tailed noise) goes first
+    name = max(mus, key=lambda n: (mus[n], efficiency.get(n, 0.0) > 1.0, -[c.name for c in applicable].index(n)))
     chosen = next(score for score in scores if score.name == name)
     candidates = [dataclasses.replace(c, mu=mus.get(c.name)) for c in candidates]
     candidates = [dataclasses.replace(c, chosen=c.name == chosen.name) for c in candidates]
