@@ -18,9 +18,9 @@ trials is mostly noise (docs/theory.md 7). Where no candidate certifies
 anything on its held-out scores (strengths and mu bounds all at 0), a
 candidate whose fit says it is the more efficient local test than the mean
 of the outputs (an ``efficiency`` above 1, read without labels: the
-``median`` score under heavy-tailed noise) goes before the others' order. The chosen score is refitted on
-all calibration outputs and is the only score the certification trials ever
-see. Everything chosen is a function of
+``median`` score under heavy-tailed noise) goes before the others' order.
+The chosen score is refitted on all calibration outputs and is the only
+score the certification trials ever see. Everything chosen is a function of
 calibration trials, which are independent of the certification trials, so
 the certified bound holds at its stated confidence whatever was chosen: the
 choice costs nothing in the failure probability.
@@ -179,8 +179,9 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
     top = max(max(c.epsilon, 0.0) for c in applicable)
     mus = {c.name: gdp_lower_bound(*held[c.name], confidence=confidence, calibration_fraction=0.5,
                                    seed=seed).mu_lower_bound for c in applicable if max(c.epsilon, 0.0) == top}
-    # where the mu bounds tie too (at 0: nothing certified at this budget), a candidate that says it is the
-    # more efficient local test (``efficiency`` above 1: the median test under heavy-tailed noise) goes first
+    # where the mu bounds tie too (in practice at 0: nothing certified at this budget), a candidate that says
+    # it is the more efficient local test (``efficiency`` above 1: the median test under heavy-tailed noise)
+    # goes first
     name = max(mus, key=lambda n: (mus[n], efficiency.get(n, 0.0) > 1.0, -[c.name for c in applicable].index(n)))
     chosen = next(score for score in scores if score.name == name)
     candidates = [dataclasses.replace(c, mu=mus.get(c.name)) for c in candidates]
