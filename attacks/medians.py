@@ -24,7 +24,10 @@ median, ``sigma^2`` the variance), averaged over the coordinates and read from
 the pooled calibration outputs without their labels: 2 under Laplace noise,
 ``2 / pi`` under Gaussian noise. Where a portfolio's contest resolves nothing
 at its budget, a score with an efficiency above 1 goes first
-(``audit.statistics.portfolio``).
+(``audit.statistics.portfolio``). Its ``tail_model`` is ``"tilt"``: a count
+of independent signs with a common shift is an exponential family in the
+count, so its test is placed by the tilt fitted to its calibration scores
+(``audit.statistics.tilt``), not by their raw tails.
 
 A value is compared with a median only (never with its own low bits), so the
 score reads nothing finer than what the mechanism releases. Its power on
@@ -110,6 +113,7 @@ def fit_median(cal_a: np.ndarray, cal_b: np.ndarray):
     median_signs.weights = pooled_weights
     median_signs.between_variance = tau2
     median_signs.efficiency = sign_test_efficiency(pooled)
+    median_signs.tail_model = "tilt"  # a weighted count of signs: its log likelihood ratio is about linear in it
     return median_signs
 
 

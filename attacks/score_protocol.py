@@ -17,7 +17,8 @@ import numpy as np
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.mechanisms.errors import ParameterError
 
-__all__ = ["Score", "ScoreFunction", "check_score", "score_applies", "score_fitted", "score_needs_calibration"]
+__all__ = ["Score", "ScoreFunction", "check_score", "fitted_tail_model", "score_applies", "score_fitted",
+           "score_needs_calibration"]
 
 #: What :meth:`Score.fit` returns: a batch of outputs ``(trials, dim)`` -> one score per trial.
 ScoreFunction = Callable[[np.ndarray], np.ndarray]
@@ -108,3 +109,23 @@ def score_applies(score: Score, pair: CanaryPair) -> str | None:
     """Why ``score`` cannot run on ``pair``, or None when it can (a score without ``applies`` always can)."""
     check = getattr(score, "applies", None)
     return None if check is None else check(pair)
+
+
+def fitted_tail_model(function: ScoreFunction) -> str:
+    """How the calibration rates of a fitted score place the epsilon test (``audit.statistics.tilt``).
+
+    A fitted score function may carry ``tail_model = "tilt"``: its log likelihood ratio is close to a
+    straight line in its value (a count of signs, ``attacks.medians``), so the test is placed by the
+    exponential tilt fitted to its calibration scores where they do not reject it. Without the attribute:
+    ``"calibration"`` (the calibration rates as counted).
+
+    Raises
+    ------
+    ParameterError
+        When ``tail_model`` is set to anything else.
+    """
+    model = getattr(function, "tail_model", "calibration")
+    if model not in ("calibration", "tilt"):
+        raise ParameterError(f"a fitted score's tail_model must be 'calibration' or 'tilt', got "
+                             f"tail_model={model!r}")
+    return model

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from dpaudit.attacks.score_protocol import fitted_tail_model
 from dpaudit.audit.jobs.store import Store
 from dpaudit.mechanisms.errors import NotExact
 
@@ -45,6 +46,12 @@ class StoreSource:
         """Certification trials per side in the first ``limit`` chunks (what :meth:`chunks` will yield)."""
         trials = min(self.plan.n_cert, self.limit * self.plan.job.settings.chunk_size)
         return trials, trials
+
+    def tail_model(self) -> str:
+        """How calibration rates place the test: the fitted score's declaration (``fitted_tail_model``)."""
+        if not self.plan.job.fitted:
+            return "calibration"
+        return fitted_tail_model(self.plan.scorers[self.index])
 
     def chunks(self, side: str) -> Iterator[np.ndarray]:
         """The first ``limit`` certification chunks (all of them, unless the audit stops at a look)."""

@@ -28,7 +28,9 @@ from dpaudit.audit.statistics.certify import (
     check_estimators,
 )
 from dpaudit.audit.statistics.confidence import Counts, ThresholdPlan, check_scores
+from dpaudit.audit.statistics.tilt import TAIL_MODELS
 from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import check_choice
 
 __all__ = ["ArraySource", "Certification", "PROFILE_EPSILONS", "ScoreSource", "StreamingCertifier",
            "certify_source"]
@@ -115,15 +117,18 @@ class StreamingCertifier:
         Certification trials per side to come (the epsilon test is placed for that budget).
     seed : int
         The audit's seed (of the tie-break uniforms, ``audit.statistics.confidence.tie_uniforms``).
+    tail_model : {"calibration", "tilt"}
+        How calibration rates place the epsilon test (``audit.statistics.tilt``; the score's
+        ``tail_model``, ``attacks.score_protocol.fitted_tail_model``).
     """
 
     def __init__(self, cal_a: np.ndarray, cal_b: np.ndarray, *, delta: float, confidence: float,
                  threshold: str = "split", bins: int = 60, points: int = 200,
                  estimators: Sequence[Estimator] = (), planned: tuple[int, int] | None = None,
-                 seed: int = 0) -> None:
+                 seed: int = 0, tail_model: str = "calibration") -> None:
         cal_a, cal_b = check_scores("calibration_a", cal_a), check_scores("calibration_b", cal_b)
         self.settings = CertifySettings(delta=delta, confidence=confidence, threshold=threshold, planned=planned,
-                                        seed=seed)
+                                        seed=seed, tail_model=check_choice("tail_model", tail_model, TAIL_MODELS))
         self.estimators = BUILTIN_ESTIMATORS + check_estimators(estimators)
         self.plans = {e.name: e.plan(cal_a, cal_b, self.settings) for e in self.estimators}
         pooled = np.concatenate([cal_a, cal_b])
@@ -198,11 +203,13 @@ def certify_source(source: ScoreSource, *, delta: float, confidence: float, thre
     """:meth:`StreamingCertifier.finish` over every chunk of ``source``.
 
     A source with ``planned() -> (m_a, m_b)`` (the certification trials per side it will yield) has its
-    epsilon test placed for that budget.
+    epsilon test placed for that budget; one with ``tail_model() -> str`` has it placed that way
+    (:class:`StreamingCertifier`).
     """
-    planned = getattr(source, "planned", None)
+    planned, tail_model = getattr(source, "planned", None), getattr(source, "tail_model", None)
     certifier = StreamingCertifier(*source.calibration(), delta=delta, confidence=confidence, threshold=threshold,
-                                   estimators=estimators, planned=planned() if planned else None, seed=seed)
+                                   estimators=estimators, planned=planned() if planned else None, seed=seed,
+                                   tail_model=tail_model() if tail_model else "calibration")
     for side in _SIDES:
         for chunk in source.chunks(side):
             certifier.add(side, chunk)

@@ -42,13 +42,15 @@ PROFILE_EPSILONS = tuple(np.round(np.linspace(0.0, 8.0, 33), 4))
 @dataclasses.dataclass(frozen=True, slots=True)
 class CertifySettings:
     """What every estimator is told: ``delta``, ``confidence``, the threshold strategy, the certification
-    trials per side to come (``planned``, None when unknown) and the audit's ``seed`` (of the tie-break)."""
+    trials per side to come (``planned``, None when unknown), the audit's ``seed`` (of the tie-break) and
+    the score's ``tail_model`` (how calibration rates place a test, ``audit.statistics.tilt``)."""
 
     delta: float
     confidence: float
     threshold: str = "split"
     planned: tuple[int, int] | None = None
     seed: int = 0
+    tail_model: str = "calibration"
 
 
 @runtime_checkable
@@ -111,7 +113,8 @@ class _Epsilon:
     def plan(self, cal_a, cal_b, settings):
         return plan_epsilon(cal_a, cal_b, delta=settings.delta, confidence=settings.confidence,
                             threshold=settings.threshold, planned=getattr(settings, "planned", None),
-                            seed=getattr(settings, "seed", 0))
+                            seed=getattr(settings, "seed", 0),
+                            tail_model=getattr(settings, "tail_model", "calibration"))
 
     def finish(self, plan, counts, settings):
         return finish_epsilon(plan, counts, delta=settings.delta, confidence=settings.confidence,

@@ -88,6 +88,9 @@ class ThresholdPlan:
     tie_fractions: np.ndarray | None = None
     #: the seed of the tie-break uniforms (the audit's seed)
     tie_seed: int = 0
+    #: how calibration placed the test: "calibration (level L)", its counts at their upper bounds at ``L``
+    #: (``audit.statistics.thresholds.PLANNING_LEVELS``), or "tilt" (``audit.statistics.tilt``)
+    placement: str = "calibration"
 
     @property
     def orientation(self) -> str:

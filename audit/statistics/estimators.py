@@ -48,6 +48,7 @@ from dpaudit.audit.statistics.confidence import (
 from dpaudit.audit.statistics.thresholds import (
     PLANNING_LEVELS,
     STRATEGIES,
+    TILT_LEVEL,
     calibration_sizes,
     choose_conditional,
     choose_test,
@@ -59,8 +60,10 @@ from dpaudit.audit.statistics.thresholds import (
     round_down,
     thresholds_for,
 )
+from dpaudit.audit.statistics.tilt import TAIL_MODELS, fit_tilt
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.validation import check_choice
 
 __all__ = [
     "Counts",
@@ -104,6 +107,9 @@ class EpsilonBound:
     #: the share of the boundary score ``threshold`` the test counts on the ``S'`` side (docs/theory.md 7;
     #: 1: the test ``score >= threshold``), the rest of the test fixed on calibration with the threshold
     tie_fraction: float = 1.0
+    #: how the calibration scores placed the test (``ThresholdPlan.placement``): read from their counts at
+    #: a planning level, or from the exponential tilt fitted to them (docs/theory.md 7)
+    placement: str = "calibration"
 
     quantity = "epsilon >="
 
@@ -179,7 +185,7 @@ MU_SELECTION_LEVEL = 0.01
 # -- epsilon -----------------------------------------------------------------------
 def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: str = "split",
                  grid_size: int = 32, planned: tuple[int, int] | None = None, seed: int = 0,
-                 candidates: int = 4000) -> ThresholdPlan:
+                 candidates: int = 4000, tail_model: str = "calibration") -> ThresholdPlan:
     """Orientation, tests and method of :func:`epsilon_lower_bound`, from calibration scores only.
 
     With ``threshold="split"`` the method is chosen too: each rate bounded on
@@ -190,27 +196,38 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
     certification trials per side to come, the test is the one whose bound
     at that budget is largest (``audit.statistics.thresholds.choose_test``; the calibration rates taken
     at their upper bounds at the strictest of ``PLANNING_LEVELS`` that leaves a positive bound), among
-    at most ``candidates`` thresholds (calibration quantiles, denser in the tails).
+    at most ``candidates`` thresholds (calibration quantiles, denser in the tails). With
+    ``tail_model="tilt"`` (a score whose log likelihood ratio is about linear in its value declares it,
+    ``attacks.score_protocol.fitted_tail_model``) the rates are first read from the exponential tilt fitted
+    to the calibration scores (``audit.statistics.tilt``) where the calibration scores do not reject it.
     """
     delta, beta = check_delta(delta), 1 - check_confidence(confidence)
+    tail_model = check_choice("tail_model", tail_model, TAIL_MODELS)
     objective = _epsilon_objective(delta)
     sizes = calibration_sizes(cal_a, cal_b)
     if threshold != "split":
         sign = orientation(cal_a, cal_b, beta / 2, objective)
         return ThresholdPlan(sign, thresholds_for(threshold, sign * cal_a, sign * cal_b, beta, grid_size, objective),
                              sizes)
-    for level in PLANNING_LEVELS if planned is not None else PLANNING_LEVELS[:1]:
+    tilt = fit_tilt(cal_a, cal_b) if planned is not None and tail_model == "tilt" else None
+    attempts = ([(TILT_LEVEL, tilt)] if tilt is not None else []) + [  # smoothed rates first (docs/theory.md 7)
+        (level, None) for level in (PLANNING_LEVELS if planned is not None else PLANNING_LEVELS[:1])]
+    for level, smooth in attempts:
+        tilts = {1.0: smooth, -1.0: None if smooth is None else smooth.negated()}
         separate = max(((*choose_test(s * cal_a, s * cal_b, beta / 2, objective, planned=planned, level=level,
-                                      limit=candidates), s) for s in (1.0, -1.0)), key=lambda row: row[2])
-        joint = max(((*choose_conditional(s * cal_a, s * cal_b, beta, delta, planned, level, candidates), s)
-                     for s in (1.0, -1.0)), key=lambda row: row[2])
+                                      limit=candidates, tilt=tilts[s]), s) for s in (1.0, -1.0)),
+                       key=lambda row: row[2])
+        joint = max(((*choose_conditional(s * cal_a, s * cal_b, beta, delta, planned, level, candidates,
+                                          tilt=tilts[s]), s) for s in (1.0, -1.0)), key=lambda row: row[2])
         if max(separate[2], joint[2]) > 0:
             break
+    placement = "tilt" if smooth is not None else (f"calibration (level {level})" if planned is not None
+                                                   else "calibration (certified on it)")
     if joint[2] > separate[2]:
         return ThresholdPlan(joint[4], np.array([joint[0]]), sizes, method="conditional", direction=joint[3],
-                             tie_fractions=np.array([joint[1]]), tie_seed=seed)
+                             tie_fractions=np.array([joint[1]]), tie_seed=seed, placement=placement)
     return ThresholdPlan(separate[3], np.array([separate[0]]), sizes, tie_fractions=np.array([separate[1]]),
-                         tie_seed=seed)
+                         tie_seed=seed, placement=placement)
 
 
 def _finish_conditional(plan: ThresholdPlan, counts: Counts, delta: float, beta: float) -> EpsilonBound:
@@ -229,7 +246,7 @@ def _finish_conditional(plan: ThresholdPlan, counts: Counts, delta: float, beta:
         false_positive_rate_upper=float(cp_upper(fp, counts.trials_a, per_rate)[()]),
         false_negative_rate_upper=float(cp_upper(fn, counts.trials_b, per_rate)[()]), trials=counts.trials(plan),
         failure_split={"beta": beta, "odds_ratio": beta * (1 - RATE_SHARE), "rates": 3, "thresholds": 1,
-                       "per_rate": per_rate}, tie_fraction=float(plan.fractions[0]))
+                       "per_rate": per_rate}, tie_fraction=float(plan.fractions[0]), placement=plan.placement)
 
 
 def finish_epsilon(plan: ThresholdPlan, counts: Counts, *, delta: float, confidence: float,
@@ -249,12 +266,13 @@ def finish_epsilon(plan: ThresholdPlan, counts: Counts, *, delta: float, confide
         orientation=plan.orientation,
         direction=("log((1-delta-FNR)/FPR)", "log((1-delta-FPR)/FNR)")[int(directions[best])],
         false_positive_rate_upper=float(fpr_hi[best]), false_negative_rate_upper=float(fnr_hi[best]),
-        trials=counts.trials(plan), failure_split=split, tie_fraction=float(plan.fractions[best]))
+        trials=counts.trials(plan), failure_split=split, tie_fraction=float(plan.fractions[best]),
+        placement=plan.placement)
 
 
 def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float = 0.95,
                         threshold: str = "split", calibration=None, calibration_fraction: float = 0.1,
-                        grid_size: int = 32, seed: int = 0) -> EpsilonBound:
+                        grid_size: int = 32, seed: int = 0, tail_model: str = "calibration") -> EpsilonBound:
     """Certified lower bound on epsilon at ``delta`` (docs/theory.md 3.1-3.2).
 
     Parameters
@@ -272,6 +290,10 @@ def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float =
         them a ``calibration_fraction`` of each array is split off (seeded).
     grid_size : int
         Thresholds certified with ``threshold="union"``.
+    seed : int
+        Of the calibration split and the tie-break uniforms.
+    tail_model : {"calibration", "tilt"}
+        How the calibration rates that place the test are read (:func:`plan_epsilon`).
 
     Returns
     -------
@@ -281,7 +303,7 @@ def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float =
     check_delta(delta), check_confidence(confidence)
     cal_a, cal_b, cert_a, cert_b = prepare_scores(scores_a, scores_b, calibration, calibration_fraction, seed)
     plan = plan_epsilon(cal_a, cal_b, delta=delta, confidence=confidence, threshold=threshold, grid_size=grid_size,
-                        planned=(cert_a.size, cert_b.size), seed=seed)
+                        planned=(cert_a.size, cert_b.size), seed=seed, tail_model=tail_model)
     return finish_epsilon(plan, Counts.of(plan, cert_a, cert_b), delta=delta, confidence=confidence,
                           threshold=threshold)
 

@@ -22,13 +22,14 @@ from dpaudit.audit.statistics.confidence import (
     error_counts,
     split_calibration,
 )
+from dpaudit.audit.statistics.tilt import Tilt
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice
 
-__all__ = ["ATOM_SHARE", "PLANNING_LEVELS", "STRATEGIES", "TIE_FRACTIONS", "calibration_sizes", "candidate_tests",
-           "candidate_thresholds", "choose_conditional", "choose_test", "choose_threshold", "epsilon_objective",
-           "failure_split", "orientation", "planned_counts", "planned_value", "prepare_scores", "quantile_grid",
-           "round_down", "thresholds_for"]
+__all__ = ["ATOM_SHARE", "PLANNING_LEVELS", "STRATEGIES", "TIE_FRACTIONS", "TILT_LEVEL", "calibration_sizes",
+           "candidate_tests", "candidate_thresholds", "choose_conditional", "choose_test", "choose_threshold",
+           "epsilon_objective", "failure_split", "orientation", "planned_counts", "planned_value", "prepare_scores",
+           "quantile_grid", "round_down", "thresholds_for"]
 
 STRATEGIES = ("split", "union")
 
@@ -56,6 +57,10 @@ ATOM_SHARE = 1e-3
 #: seeded audits (docs/theory.md 7): at 0.1-0.25 alone, a mixed output whose likelihood ratio is flat in
 #: its tail had its test placed in a tail of a few calibration trials and certified 0 in 2-5 of 6 audits.
 PLANNING_LEVELS = (0.05, 0.25, 0.5)
+#: Smoothed rates (``audit.statistics.tilt``) enter the planned bound as their point estimates (no level):
+#: their noise is that of two fitted parameters, not of a thin tail's count. (Shrinking the tilt's slope by
+#: 0.67-1.64 of its standard errors certified less on parallel Laplace: docs/theory.md 7.)
+TILT_LEVEL = None
 
 
 def candidate_tests(cal_a: np.ndarray, cal_b: np.ndarray,
@@ -84,25 +89,32 @@ def candidate_tests(cal_a: np.ndarray, cal_b: np.ndarray,
     return values[rows], fractions, false_positives.astype(float), false_negatives.astype(float)
 
 
-def planned_counts(counts: np.ndarray, trials: int, planned: int, level: float = 0.5) -> np.ndarray:
+def planned_counts(counts: np.ndarray, trials: int, planned: int, level: float | None = 0.5) -> np.ndarray:
     """The counts ``planned`` certification trials would give at the calibration rates, taken at their
     one-sided upper bounds at ``level`` (so that a rate seen a few times is not taken at its luckiest;
-    0.5: about the point estimate)."""
+    0.5: about the point estimate; ``None``: the point estimates themselves)."""
+    if level is None:
+        return np.asarray(counts, dtype=float) / trials * planned
     return cp_upper(counts, trials, level) * planned
 
 
 def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0,
-                planned: tuple[int, int] | None = None, level: float = PLANNING_LEVELS[0],
-                limit: int = 4000) -> tuple[float, float, float]:
+                planned: tuple[int, int] | None = None, level: float | None = PLANNING_LEVELS[0],
+                limit: int = 4000, tilt: Tilt | None = None) -> tuple[float, float, float]:
     """The test (threshold, tie fraction) whose bound is largest, and that bound; calibration scores only.
 
     Without ``planned`` the bound is certified on the calibration scores themselves (at ``failure *
     selection_level``). With ``planned = (m_a, m_b)``, the certification trials to come, it is the bound
     those trials would certify at ``failure`` from the counts they would give at the calibration rates
     (:func:`planned_counts` at ``level``): at small epsilon the best test sits in a tail that the
-    certification budget resolves and the calibration part alone does not (docs/theory.md 7).
+    certification budget resolves and the calibration part alone does not (docs/theory.md 7). With a
+    ``tilt`` of these scores (:func:`dpaudit.audit.statistics.tilt.fit_tilt`) the calibration counts are
+    the tilt's smoothed ones.
     """
     thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b, limit)
+    if tilt is not None:
+        fp, fn = tilt.counts(thresholds, fractions, cal_a.size, cal_b.size)
+        level = TILT_LEVEL
     if planned is None:
         level = failure * selection_level
         values, _ = objective(cp_upper(fp, cal_a.size, level), cp_upper(fn, cal_b.size, level))
@@ -127,10 +139,15 @@ def epsilon_objective(delta: float) -> Callable[[np.ndarray, np.ndarray], tuple[
 
 
 def choose_conditional(cal_a, cal_b, beta: float, delta: float, planned: tuple[int, int] | None,
-                       level: float = PLANNING_LEVELS[0], limit: int = 4000) -> tuple[float, float, float, int]:
+                       level: float | None = PLANNING_LEVELS[0], limit: int = 4000,
+                       tilt: Tilt | None = None) -> tuple[float, float, float, int]:
     """Threshold, tie fraction, calibration value and region of the best conditional bound
-    (``audit.conditional``); with ``planned``, the value the planned certification trials would give."""
+    (``audit.conditional``); with ``planned``, the value the planned certification trials would give;
+    with ``tilt``, from the tilt's smoothed calibration counts (as :func:`choose_test`)."""
     thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b, limit)
+    if tilt is not None:
+        fp, fn = tilt.counts(thresholds, fractions, cal_a.size, cal_b.size)
+        level = TILT_LEVEL
     n_a, n_b = cal_a.size, cal_b.size
     if planned is not None:  # the counts the planned certification trials would give
         n_a, n_b = planned
