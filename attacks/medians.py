@@ -84,8 +84,10 @@ def fit_median(cal_a: np.ndarray, cal_b: np.ndarray):
     Raises
     ------
     ParameterError
-        When the outputs hold fewer than 2 calibration trials per side, or no coordinate takes more than two
-        values (a sign then carries nothing a threshold on the value does not).
+        When the outputs hold fewer than 2 calibration trials per side, or fewer than two coordinates take
+        more than two values: a sign then carries nothing a threshold on the value does not (on one
+        coordinate the sign about its median *is* a threshold on it, which ``projection`` has, and the
+        tails beyond it are lost).
     """
     cal_a, cal_b = np.asarray(cal_a, dtype=float), np.asarray(cal_b, dtype=float)
     cal_a = cal_a[:, None] if cal_a.ndim == 1 else cal_a
@@ -95,9 +97,13 @@ def fit_median(cal_a: np.ndarray, cal_b: np.ndarray):
                              f"{min(len(cal_a), len(cal_b))}")
     pooled = np.concatenate([cal_a, cal_b])
     medians = np.median(pooled, axis=0)
-    if not any(np.unique(column[:1000]).size > 2 for column in pooled.T):
+    continuous = sum(np.unique(column[:1000]).size > 2 for column in pooled.T)
+    if continuous == 0:
         raise ParameterError("score 'median' found no coordinate with more than two values on the calibration "
                              "trials; use 'discrete'")
+    if continuous == 1:
+        raise ParameterError("score 'median' needs two or more coordinates with more than two values: on one, "
+                             "the sign about its median is a threshold on the value (use 'projection')")
     sign_a, sign_b = _signs(cal_a, medians), _signs(cal_b, medians)
     weights = sign_b.mean(axis=0) - sign_a.mean(axis=0)
     variance = sign_a.var(axis=0) / len(sign_a) + sign_b.var(axis=0) / len(sign_b)

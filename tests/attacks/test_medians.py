@@ -9,12 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpaudit.attacks.canaries import CanarySpec
+from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.medians import fit_median, sign_test_efficiency
 from dpaudit.attacks.scores import registered_scores, resolve_scores
 from dpaudit.audit.statistics.estimators import epsilon_lower_bound
 from dpaudit.audit.statistics.portfolio import choose_score
 from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.mechanisms.kinds import Relation
 
 
 def test_efficiency_reads_laplace_and_gaussian_noise_apart():
@@ -56,19 +57,30 @@ def test_the_sign_test_certifies_more_than_the_mean_under_laplace_noise():
 def test_few_valued_outputs_are_left_to_the_discrete_score():
     with pytest.raises(ParameterError, match="'median'.*more than two values"):
         fit_median(np.tile([0.0, 1.0], (50, 1)), np.tile([1.0, 0.0], (50, 1)))
+    # one continuous coordinate: the sign about its median is a threshold on the value, and its tails are lost
+    rng = np.random.default_rng(2)
+    with pytest.raises(ParameterError, match="two or more coordinates.*'projection'"):
+        fit_median(rng.exponential(20.0, (500, 1)), 1.0 + rng.exponential(20.0, (500, 1)))
+    with pytest.raises(ParameterError, match="two or more coordinates"):
+        fit_median(np.c_[rng.normal(size=500), np.zeros(500)], np.c_[rng.normal(size=500), np.ones(500)])
     with pytest.raises(ParameterError, match="at least 2 calibration trials"):
         fit_median(np.zeros((1, 3)), np.zeros((5, 3)))
 
 
 def _unresolved_contest(noise: str):
-    """The default portfolio on an effect no candidate resolves at 4,000 calibration trials per side."""
+    """The default portfolio on an effect no candidate resolves at 4,000 calibration trials per side of 20
+    coordinates (the median score pools coordinates; on one it declines)."""
     import dpaudit
 
-    mechanism = dpaudit.make("laplace", scale=1.0) if noise == "laplace" else dpaudit.make("gaussian", sigma=1.0)
-    pair = CanarySpec(kind="input").build(mechanism, None)
+    def side_by_side(records, rng, trials):
+        draw = rng.laplace if noise == "laplace" else rng.normal
+        return float(np.ravel(records)[0]) + draw(0.0, 60.0, (trials, 20))
+
+    mechanism = dpaudit.from_batched_callable(side_by_side, 20, name=f"{noise}-parallel")
+    pair = CanaryPair(mechanism, np.zeros(1), np.ones(1), np.ones(20), None, Relation.REPLACE_ONE, "dataset-pair")
     rng = np.random.default_rng(5)
     draw = rng.laplace if noise == "laplace" else rng.normal
-    shape = (4_000, pair.mechanism.output_dim)
+    shape = (4_000, 20)
     cal_a, cal_b = draw(0.0, 60.0, shape), draw(0.0, 60.0, shape)  # no difference at all
     return choose_score(resolve_scores("auto"), pair, cal_a, cal_b, seed=0, delta=0.0, confidence=0.95,
                         planned=36_000)
