@@ -54,8 +54,11 @@ __all__ = ["RELATIONS", "VectorCandidate", "pattern_pairs", "screen_vector_pairs
 RELATIONS = ("component-wise", "one-answer")
 #: Scores fitted on each candidate's screening trials ("difference" and "histogram" are the screen's own:
 #: the projection on the difference of the two sides' mean outputs, and the smoothed log-ratio of each
-#: output row's counts).
-SCREEN_SCORES = ("projection", "gaussian", "difference", "histogram")
+#: output row's counts; "discrete" is the audit's score for sentinel and few-valued outputs, skipped where
+#: it declines). Without "discrete" the screen read SVT3's sentinels (-1000 beside answers) as magnitudes
+#: and chose its one-up-rest-down pair (ceiling 0.109 at 10^6 trials) on one of seeds 0-3; with it, pairs of
+#: ceiling 0.198 on all four (docs/theory.md 8).
+SCREEN_SCORES = ("projection", "gaussian", "difference", "histogram", "discrete")
 FINALISTS = 3  #: patterns screened again in the second round
 FINAL_FACTOR = 4  #: the second round's trials per side, in multiples of ``screen_trials``
 HISTOGRAM_MAX_OUTCOMES = 4096  # more distinct output rows than this: no histogram screen
@@ -157,7 +160,10 @@ def _strength(mechanism: Mechanism, candidate: VectorCandidate, scores: Sequence
             if held_out is None:
                 continue
         else:
-            score = fit_score(name, pair, out_a[:half], out_b[:half], seed=0)
+            try:
+                score = fit_score(name, pair, out_a[:half], out_b[:half], seed=0)
+            except ParameterError:  # the score declines these outputs (discrete on continuous ones)
+                continue
             held_out = (np.asarray(score(out_a[half:])), np.asarray(score(out_b[half:])))
         value = screen_epsilon(*held_out)
         if value > best:
