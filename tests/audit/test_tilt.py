@@ -146,3 +146,19 @@ def test_a_source_that_declares_the_tilt_has_its_test_placed_by_it():
     tilted = certify_source(Declared(a[:30_000], b[:30_000], a[30_000:], b[30_000:]), delta=0.0,
                             confidence=0.95, threshold="split")
     assert plain.epsilon.placement.startswith("calibration") and tilted.epsilon.placement == "tilt"
+
+
+def test_placing_by_the_tilt_keeps_the_bound_at_its_confidence():
+    # a count of 3 signs, P(+) 0.5 under S and 0.6 under S': pure epsilon max |log ratio| = 3 log(0.5 / 0.4)
+    # = 0.669 (at the count 0). 200 seeded audits, 10^4 trials per side, placed by the tilt: at most 5%
+    # may certify above it; with the binomial sd of 200 draws at 0.05 (3.1), 10 + 3 x 3.1 = 19 allowed
+    # (seen: 5, the median bound 0.551; the tilt placed 199 of the 200 tests). The placement reads
+    # calibration scores only, which is why it cannot break the level.
+    truth = 3 * math.log(0.5 / 0.4)
+    above = 0
+    for seed in range(200):
+        rng = np.random.default_rng(1_000 + seed)
+        a, b = rng.binomial(3, 0.5, 10_000).astype(float), rng.binomial(3, 0.6, 10_000).astype(float)
+        bound = epsilon_lower_bound(a, b, delta=0.0, seed=seed, tail_model="tilt")
+        above += bound.epsilon_lower_bound > truth
+    assert above <= 19
