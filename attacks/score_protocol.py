@@ -17,9 +17,12 @@ import numpy as np
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.mechanisms.errors import ParameterError
 
-__all__ = ["Score", "ScoreFunction", "check_score", "fitted_tail_model", "score_applies", "score_fitted",
+__all__ = ["TAIL_MODELS", "Score", "ScoreFunction", "check_score", "fitted_tail_model", "score_applies", "score_fitted",
            "score_needs_calibration"]
 
+#: How a fitted score's calibration rates place the epsilon test: as counted, or by its exponential tilt
+#: (``audit.statistics.tilt``)
+TAIL_MODELS = ("calibration", "tilt")
 #: What :meth:`Score.fit` returns: a batch of outputs ``(trials, dim)`` -> one score per trial.
 ScoreFunction = Callable[[np.ndarray], np.ndarray]
 
@@ -125,7 +128,7 @@ def fitted_tail_model(function: ScoreFunction) -> str:
         When ``tail_model`` is set to anything else.
     """
     model = getattr(function, "tail_model", "calibration")
-    if model not in ("calibration", "tilt"):
+    if model not in TAIL_MODELS:
         raise ParameterError(f"a fitted score's tail_model must be 'calibration' or 'tilt', got "
                              f"tail_model={model!r}")
     return model

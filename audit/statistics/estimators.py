@@ -48,7 +48,6 @@ from dpaudit.audit.statistics.confidence import (
 from dpaudit.audit.statistics.thresholds import (
     PLANNING_LEVELS,
     STRATEGIES,
-    TILT_LEVEL,
     calibration_sizes,
     choose_conditional,
     choose_test,
@@ -210,7 +209,7 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
         return ThresholdPlan(sign, thresholds_for(threshold, sign * cal_a, sign * cal_b, beta, grid_size, objective),
                              sizes)
     tilt = fit_tilt(cal_a, cal_b) if planned is not None and tail_model == "tilt" else None
-    attempts = ([(TILT_LEVEL, tilt)] if tilt is not None else []) + [  # smoothed rates first (docs/theory.md 7)
+    attempts = ([(None, tilt)] if tilt is not None else []) + [  # smoothed rates first (docs/theory.md 7)
         (level, None) for level in (PLANNING_LEVELS if planned is not None else PLANNING_LEVELS[:1])]
     for level, smooth in attempts:
         tilts = {1.0: smooth, -1.0: None if smooth is None else smooth.negated()}

@@ -50,10 +50,10 @@ import numpy as np
 from scipy.special import expit
 from scipy.stats import chi2
 
+from dpaudit.attacks.score_protocol import TAIL_MODELS
+
 __all__ = ["KNOT_QUANTILES", "TAIL_MODELS", "TILT_GATE", "Tilt", "fit_tilt"]
 
-#: How calibration rates place a test: as counted ("calibration"), or read from the tilt where it fits ("tilt")
-TAIL_MODELS = ("calibration", "tilt")
 #: The straight line is kept unless the spline fit rejects it at this level
 TILT_GATE = 0.01
 #: Knots of the spline the straight line is tested inside (pooled quantiles; tails first)
