@@ -108,6 +108,43 @@ def test_svt3_sampler_matches_its_law():
     assert law.true_epsilon > 0.15  # far above the claim 0.1, on six queries already
 
 
+def test_svt3_with_cutoff_two_sampler_matches_its_law():
+    n, span = 6, 10.0
+    first, second = np.ones(n), np.r_[[2.0] * 3, [0.0] * 3]
+    law = laws.svt_values_law(first, second, epsilon=0.1, threshold=1.0, cutoff=2, span=span)
+    cells = laws._cells(-span * 40.0 - 10, span * 40.0 + 10, 8.0).size + 1  # and the two outer cells
+    sizes = [size for k in range(n) for size in [cells] + [cells ** 2] * (n - 1 - k)] + [1]
+    assert law.mass_a.size == sum(sizes)
+    bounds = np.cumsum([0] + sizes)
+    for answers, mass, seed in ((first, law.mass_a, 14), (second, law.mass_b, 15)):
+        by_pattern = np.add.reduceat(mass, bounds[:-1])  # (k, none), (k, k2) for k2 > k, ..., no query above
+        out = bb.svt_with_values(answers, np.random.default_rng(seed), N, epsilon=0.1, cutoff=2, threshold=1.0)
+        above = (out != bb.BELOW) & (out != bb.VALUE_ABORTED)
+        hits = [tuple(np.flatnonzero(row)) for row in above]
+        patterns = [p for k in range(n) for p in [(k,)] + [(k, s) for s in range(k + 1, n)]] + [()]
+        index = {p: i for i, p in enumerate(patterns)}
+        _assert_matches(np.bincount([index[h] for h in hits], minlength=len(patterns)), by_pattern)
+
+
+def test_merging_a_law_by_ratio_keeps_its_ceiling():
+    first, second = np.ones(6), np.r_[[2.0] * 3, [0.0] * 3]
+    law = laws.svt_values_law(first, second, epsilon=0.1, threshold=1.0)
+    merged = laws.merged_law(law, resolution=1e-4)
+    assert merged.outcomes < law.outcomes / 4
+    assert merged.ceiling(10**6) == pytest.approx(law.ceiling(10**6), abs=2e-4)
+    assert merged.mass_a.sum() == pytest.approx(1.0) and merged.mass_b.sum() == pytest.approx(1.0)
+
+
+def test_svt34_law_is_at_least_as_strong_as_either_part():
+    first, second = np.r_[[1.0] * 5, [0.0] * 5], np.r_[[0.0] * 5, [1.0] * 5]
+    both = laws.svt34_law(first, second, epsilon=0.1, cutoff=2, threshold=1.0)
+    values = laws.svt_values_law(first, second, epsilon=0.1, threshold=1.0, cutoff=2, span=20.0)
+    answers = laws.svt_law(first, second, variant=4, epsilon=0.1, cutoff=2, threshold=1.0)
+    parts = [laws.merged_law(values).ceiling(10**6), answers.ceiling(10**6)]
+    assert both.ceiling(10**6) > max(parts) + 0.01  # independent parts: the log ratios add
+    assert both.true_epsilon == pytest.approx(values.true_epsilon + answers.true_epsilon, abs=1e-3)
+
+
 def _shift_index(x: np.ndarray, answers: np.ndarray, shifts: np.ndarray, resolution: int) -> np.ndarray:
     """Each trial's cell of the summed log-ratio statistic in ``laplace_shift_law``'s convolution."""
     index = np.zeros(len(x), dtype=int)

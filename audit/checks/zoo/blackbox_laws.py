@@ -37,7 +37,7 @@ from dpaudit.audit.checks.zoo.blackbox import bloom_positions, geometric_cdf
 
 __all__ = ["OutputLaw", "noisy_max_index_law", "noisy_max_value_law", "svt_law", "svt_values_law",
            "laplace_shift_law",
-           "geometric_law", "rappor_law", "product_law"]
+           "geometric_law", "rappor_law", "merged_law", "product_law", "svt34_law"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,31 +226,45 @@ def svt_law(answers_a: np.ndarray, answers_b: np.ndarray, *, variant: int, epsil
 
 
 def svt_values_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon: float, threshold: float,
-                   step: float = 1.0, width: float = 4.0) -> OutputLaw:
-    """SVT3 with cutoff 1 (Lyu, Su, Li 2017, Alg. 3): the first query above and its noisy answer, or none.
+                   cutoff: int = 1, step: float = 1.0, width: float | None = None, span: float = 40.0
+                   ) -> OutputLaw:
+    """SVT3 with cutoff 1 or 2 (Lyu, Su, Li 2017, Alg. 3): the queries above, in order, with their noisy answers.
 
-    ``P(k, v in cell) = int prod_{j<k} (1 - p_j(r)) P(q_k + nu_k in cell, >= r + t) dF_rho(r)`` with
-    ``rho ~ Lap(2/eps)``, ``nu ~ Lap(2/eps)``; cells of ``width`` in ``v`` and ``step`` in ``r``.
+    ``rho ~ Lap(2/eps)``, ``nu ~ Lap(2c/eps)``. Given ``rho = r`` the queries are independent: query ``j``
+    is below with ``B_j(r) = P(q_j + nu_j < r + t)`` and above with its answer in a value cell ``C`` with
+    ``A_j(r, C)``. With cutoff 1, ``P(k, C) = int prod_{j<k} B_j(r) A_k(r, C) dF_rho(r)``; with cutoff 2,
+    ``P(k1, C1, k2, C2) = int prod_{j<k2, j != k1} B_j(r) A_k1(r, C1) A_k2(r, C2) dF_rho(r)`` and a single
+    hit ``k1`` has every other query below. Cells of ``width`` in the value (default ``4c``) and ``step``
+    in ``r``, over ``span`` noise scales either side (the rest in two outer cells).
     """
-    rho_scale = query_scale = 2.0 / epsilon
-    edges = _cells(-40 * rho_scale - 10, 40 * rho_scale + 10, step)
+    if cutoff not in (1, 2):
+        raise ValueError(f"the SVT3 law is computed for cutoff 1 or 2, got cutoff={cutoff!r}")
+    rho_scale, query_scale = 2.0 / epsilon, 2.0 * cutoff / epsilon
+    width = 4.0 * cutoff if width is None else width
+    edges = _cells(-span * rho_scale - 10, span * rho_scale + 10, step)
     rho_mass = np.diff(_cdf("laplace", edges, rho_scale))
     rho_mass[0] += _cdf("laplace", edges[:1], rho_scale)[0]
     rho_mass[-1] += 1 - _cdf("laplace", edges[-1:], rho_scale)[0]
     r = 0.5 * (edges[1:] + edges[:-1])
-    value_edges = _cells(-40 * query_scale - 10, 40 * query_scale + 10, width)
+    value_edges = _cells(-span * query_scale - 10, span * query_scale + 10, width)
     value_edges = np.concatenate([[-np.inf], value_edges, [np.inf]])
+    low = np.maximum(value_edges[:-1, None], r[None, :] + threshold)  # (value cells, r cells)
+    high = np.maximum(value_edges[1:, None], low)
     masses = []
     for answers in (answers_a, answers_b):
-        below_so_far = np.ones_like(r)
+        below = np.array([_cdf("laplace", r + threshold - q, query_scale) for q in answers])  # B_j(r)
+        above = [_laplace_between(low - q, high - q, query_scale) for q in answers]  # A_j(r, C)
         parts = []
-        for q in answers:  # a loop over the queries: the first above is query k
-            low = np.maximum(value_edges[:-1, None], r[None, :] + threshold)  # (value cells, r cells)
-            high = np.maximum(value_edges[1:, None], low)
-            in_cell = _laplace_between(low - q, high - q, query_scale)
-            parts.append(in_cell @ (below_so_far * rho_mass))
-            below_so_far = below_so_far * _cdf("laplace", r + threshold - q, query_scale)
-        parts.append(np.array([below_so_far @ rho_mass]))  # no query above
+        for k in range(answers.size):  # a loop over the queries: the first above is query k
+            others = np.prod(np.delete(below, k, axis=0)[:k], axis=0) * rho_mass
+            if cutoff == 1:
+                parts.append(above[k] @ others)
+                continue
+            parts.append(above[k] @ (others * np.prod(below[k + 1:], axis=0)))  # no second query above
+            for second in range(k + 1, answers.size):
+                between = others * np.prod(below[k + 1:second], axis=0)
+                parts.append(((above[k] * between) @ above[second].T).ravel())
+        parts.append(np.array([np.prod(below, axis=0) @ rho_mass]))  # no query above
         masses.append(np.concatenate(parts))
     return OutputLaw(masses[0], masses[1], f"integrated (cells of {width:g} in the value, {step:g} in rho)")
 
@@ -313,7 +327,34 @@ def rappor_law(value_a: float, value_b: float, *, hashes: int, size: int, f: flo
     return OutputLaw(mass_a.ravel(), mass_b.ravel(), f"enumerated ({d1 + d0} differing bits)")
 
 
-def product_law(first: OutputLaw, second: OutputLaw) -> OutputLaw:
-    """The law of two independent outputs released together."""
+def merged_law(law: OutputLaw, resolution: float = 1e-4) -> OutputLaw:
+    """``law`` with the outcomes whose log ratios round alike (to ``resolution``) merged into one.
+
+    Outcomes of equal ratio are one outcome to every likelihood-ratio test, so merging them leaves the
+    ceiling as it is; rounding to ``resolution`` lowers it by at most about ``resolution``.
+    """
+    ratio = law.log_ratio()
+    finite = np.isfinite(ratio)
+    key = np.where(finite, np.round(np.where(finite, ratio, 0.0) / resolution), 0.0)
+    key = np.where(finite, key, np.where(ratio > 0, np.inf, -np.inf))  # each infinite side its own outcome
+    _, inverse = np.unique(key, return_inverse=True)
+    return OutputLaw(np.bincount(inverse.ravel(), law.mass_a), np.bincount(inverse.ravel(), law.mass_b),
+                     f"{law.method}, merged by ratio (to {resolution:g})", law.sup_epsilon)
+
+
+def product_law(first: OutputLaw, second: OutputLaw, resolution: float | None = None) -> OutputLaw:
+    """The law of two independent outputs released together (each first merged by ratio to ``resolution``
+    when given: :func:`merged_law`, for factors of many outcomes)."""
+    if resolution is not None:
+        first, second = merged_law(first, resolution), merged_law(second, resolution)
     return OutputLaw(np.outer(first.mass_a, second.mass_a).ravel(), np.outer(first.mass_b, second.mass_b).ravel(),
                      f"product ({first.method}; {second.method})")
+
+
+def svt34_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon: float, cutoff: int, threshold: float,
+              span: float = 20.0, resolution: float = 1e-4) -> OutputLaw:
+    """SVT3 and SVT4 side by side on the same answers, with independent noise: the product of their laws
+    (:func:`svt_values_law` over ``span`` noise scales, :func:`svt_law`), merged by ratio to ``resolution``."""
+    values = svt_values_law(answers_a, answers_b, epsilon=epsilon, threshold=threshold, cutoff=cutoff, span=span)
+    answers = svt_law(answers_a, answers_b, variant=4, epsilon=epsilon, cutoff=cutoff, threshold=threshold)
+    return product_law(values, answers, resolution)

@@ -120,7 +120,8 @@ SUITE: tuple[Algorithm, ...] = (
               "one-answer", False, "20 Laplace mechanisms of eps 0.005: 0.1-DP, reached only when all 20 are in "
               "their tails", _shift_law(1 / 0.005, copies=20)),
     Algorithm("svt34-parallel", _p(bb.svt34_parallel, epsilon=EPS, cutoff=2, threshold=1.0), 10, 20, 2 * EPS,
-              "component-wise", True, "SVT3 and SVT4 side by side (c = 2): claimed 0.2, SVT3 is not DP"),
+              "component-wise", True, "SVT3 and SVT4 side by side (c = 2): claimed 0.2, SVT3 is not DP",
+              _p(laws.svt34_law, epsilon=EPS, cutoff=2, threshold=1.0)),
 )
 
 
