@@ -26,10 +26,10 @@ from dpaudit.audit.statistics.tilt import Tilt
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice
 
-__all__ = ["ATOM_SHARE", "PLANNING_LEVELS", "STRATEGIES", "TIE_FRACTIONS", "TILT_LEVEL", "calibration_sizes",
+__all__ = ["ATOM_SHARE", "MIN_PLANNED_REGION", "MIN_PLANNED_SHARE", "PLANNING_LEVELS", "STRATEGIES", "TIE_FRACTIONS", "TILT_LEVEL", "calibration_sizes",
            "candidate_tests", "candidate_thresholds", "choose_conditional", "choose_test", "choose_threshold",
            "epsilon_objective", "failure_split", "orientation", "planned_counts", "planned_value", "prepare_scores",
-           "quantile_grid", "round_down", "thresholds_for"]
+           "quantile_grid", "round_down", "thin_tests", "thresholds_for"]
 
 STRATEGIES = ("split", "union")
 
@@ -61,6 +61,13 @@ PLANNING_LEVELS = (0.05, 0.25, 0.5)
 #: their noise is that of two fitted parameters, not of a thin tail's count. (Shrinking the tilt's slope by
 #: 0.67-1.64 of its standard errors certified less on parallel Laplace: docs/theory.md 7.)
 TILT_LEVEL = None
+#: With planned certification trials, a test whose region (or the region's complement) holds fewer pooled
+#: calibration trials than this is not planned on (unless every test is): the certification trials multiply
+#: a thin tail's luck, and a classifier's extreme calibration scores in particular fit their own labels (SVT3 ||
+#: SVT4 at 10^6 trials: 25 trials of S' against 3 of S above the chosen threshold, 0 certified; docs/theory.md 7)
+MIN_PLANNED_REGION = 100
+#: ... capped at this share of the pooled calibration trials, so that a small audit keeps its tails
+MIN_PLANNED_SHARE = 1e-3
 
 
 def candidate_tests(cal_a: np.ndarray, cal_b: np.ndarray,
@@ -87,6 +94,16 @@ def candidate_tests(cal_a: np.ndarray, cal_b: np.ndarray,
     false_positives = above_a[rows] + fractions * equal_a[rows]
     false_negatives = sorted_b.size - above_b[rows] - fractions * equal_b[rows]
     return values[rows], fractions, false_positives.astype(float), false_negatives.astype(float)
+
+
+def thin_tests(false_positives: np.ndarray, false_negatives: np.ndarray, trials_a: int, trials_b: int
+               ) -> np.ndarray:
+    """Which candidate tests have a region (``score >= t``, or its complement) of fewer pooled calibration
+    trials than :data:`MIN_PLANNED_REGION` (at most :data:`MIN_PLANNED_SHARE` of them); none when all do."""
+    floor = min(MIN_PLANNED_REGION, MIN_PLANNED_SHARE * (trials_a + trials_b))
+    inside = false_positives + (trials_b - false_negatives)
+    thin = (inside < floor) | (trials_a + trials_b - inside < floor)
+    return thin if not thin.all() else np.zeros_like(thin)
 
 
 def planned_counts(counts: np.ndarray, trials: int, planned: int, level: float | None = 0.5) -> np.ndarray:
@@ -120,8 +137,10 @@ def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float 
         values, _ = objective(cp_upper(fp, cal_a.size, level), cp_upper(fn, cal_b.size, level))
     else:
         m_a, m_b = planned
+        thin = thin_tests(fp, fn, cal_a.size, cal_b.size) if tilt is None else np.zeros(fp.size, dtype=bool)
         values, _ = objective(cp_upper(planned_counts(fp, cal_a.size, m_a, level), m_a, failure),
                               cp_upper(planned_counts(fn, cal_b.size, m_b, level), m_b, failure))
+        values = np.where(thin, -np.inf, values)
     best = int(np.argmax(values))
     return float(thresholds[best]), float(fractions[best]), float(values[best])
 
@@ -149,11 +168,15 @@ def choose_conditional(cal_a, cal_b, beta: float, delta: float, planned: tuple[i
         fp, fn = tilt.counts(thresholds, fractions, cal_a.size, cal_b.size)
         level = TILT_LEVEL
     n_a, n_b = cal_a.size, cal_b.size
+    thin = np.zeros(fp.size, dtype=bool)
     if planned is not None:  # the counts the planned certification trials would give
+        if tilt is None:
+            thin = thin_tests(fp, fn, n_a, n_b)
         n_a, n_b = planned
         fp, fn = planned_counts(fp, cal_a.size, n_a, level), planned_counts(fn, cal_b.size, n_b, level)
     forward = conditional_epsilon_estimate(n_b - fn, n_b, fp, n_a, delta=delta, failure=beta)  # score >= t
     backward = conditional_epsilon_estimate(n_a - fp, n_a, fn, n_b, delta=delta, failure=beta)  # score < t
+    forward, backward = np.where(thin, -np.inf, forward), np.where(thin, -np.inf, backward)
     values = np.maximum(forward, backward)
     best = int(np.argmax(values))
     return float(thresholds[best]), float(fractions[best]), float(values[best]), int(backward[best] > forward[best])

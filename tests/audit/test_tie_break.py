@@ -110,3 +110,28 @@ def test_bound_with_ties_is_recorded_and_reproducible():
     assert 0.0 <= first.tie_fraction <= 1.0 and "tie_fraction" in first.to_dict()
     # never above the exact epsilon of the pair here (log 2), and clearly positive at 36,000 trials
     assert 0.3 < first.epsilon_lower_bound <= math.log(2.0)
+
+
+def test_thin_tests_need_a_hundred_calibration_trials_or_a_thousandth_of_them():
+    from dpaudit.audit.statistics.thresholds import thin_tests
+
+    n = 100_000  # floor 100: regions of 28, 1,200 and 89,000 trials, and complements of 20 and 120
+    fp, fn = np.array([3.0, 500, 50_000, n - 10, n - 60]), np.array([n - 25.0, n - 700, 1_000, 10, 60])
+    assert thin_tests(fp, fn, n, n).tolist() == [True, False, False, True, False]
+    # 1,000 per side: the floor is 2 of the 2,000 pooled trials (regions of 0.28, 12, 1,490; complements 0.2, 0.6)
+    assert thin_tests(fp / 100, fn / 100, 1_000, 1_000).tolist() == [True, False, False, True, True]
+    assert not thin_tests(np.array([1.0]), np.array([n - 1.0]), n, n).any()  # every test thin: none is
+
+
+def test_a_lucky_handful_in_the_last_tail_is_not_planned_on():
+    # 2 x 10^5 calibration scores with a true effect (mean 0.1 apart), and a planted tail of 25 trials of
+    # S' against 3 of S: the planned bound of that tail is the largest; it is not a candidate
+    from dpaudit.audit.statistics.thresholds import choose_conditional
+
+    rng = np.random.default_rng(0)
+    cal_a, cal_b = rng.normal(0.0, 1.0, 100_000), rng.normal(0.1, 1.0, 100_000)
+    cal_a[:3], cal_b[:25] = 10.0, 10.0
+    threshold, _, value, _ = choose_conditional(cal_a, cal_b, 0.025, 0.0, (900_000, 900_000))
+    assert threshold < 10.0 and 0.0 < value < 0.3
+    inside = np.sum(cal_a >= threshold) + np.sum(cal_b >= threshold)
+    assert min(inside, 200_000 - inside) >= 100
