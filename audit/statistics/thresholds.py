@@ -26,7 +26,8 @@ from dpaudit.audit.statistics.tilt import Tilt
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice
 
-__all__ = ["ATOM_SHARE", "MIN_PLANNED_REGION", "MIN_PLANNED_SHARE", "PLANNING_LEVELS", "STRATEGIES", "TIE_FRACTIONS", "TILT_LEVEL", "calibration_sizes",
+__all__ = ["ATOM_SHARE", "MIN_PLANNED_REGION", "MIN_PLANNED_SHARE", "PLANNING_LEVELS", "STRATEGIES", "TIE_FRACTIONS",
+           "TILT_LEVEL", "calibration_sizes",
            "candidate_tests", "candidate_thresholds", "choose_conditional", "choose_test", "choose_threshold",
            "epsilon_objective", "failure_split", "orientation", "planned_counts", "planned_value", "prepare_scores",
            "quantile_grid", "round_down", "thin_tests", "thresholds_for"]
@@ -168,10 +169,8 @@ def choose_conditional(cal_a, cal_b, beta: float, delta: float, planned: tuple[i
         fp, fn = tilt.counts(thresholds, fractions, cal_a.size, cal_b.size)
         level = TILT_LEVEL
     n_a, n_b = cal_a.size, cal_b.size
-    thin = np.zeros(fp.size, dtype=bool)
+    thin = thin_tests(fp, fn, n_a, n_b) if planned is not None and tilt is None else np.zeros(fp.size, dtype=bool)
     if planned is not None:  # the counts the planned certification trials would give
-        if tilt is None:
-            thin = thin_tests(fp, fn, n_a, n_b)
         n_a, n_b = planned
         fp, fn = planned_counts(fp, cal_a.size, n_a, level), planned_counts(fn, cal_b.size, n_b, level)
     forward = conditional_epsilon_estimate(n_b - fn, n_b, fp, n_a, delta=delta, failure=beta)  # score >= t

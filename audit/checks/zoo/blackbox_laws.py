@@ -256,7 +256,7 @@ def svt_values_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon: flo
         above = [_laplace_between(low - q, high - q, query_scale) for q in answers]  # A_j(r, C)
         parts = []
         for k in range(answers.size):  # a loop over the queries: the first above is query k
-            others = np.prod(np.delete(below, k, axis=0)[:k], axis=0) * rho_mass
+            others = np.prod(below[:k], axis=0) * rho_mass  # the queries before k: below
             if cutoff == 1:
                 parts.append(above[k] @ others)
                 continue
