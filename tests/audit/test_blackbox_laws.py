@@ -16,6 +16,7 @@ import pytest
 
 from dpaudit.audit.checks.zoo import blackbox as bb
 from dpaudit.audit.checks.zoo import blackbox_laws as laws
+from dpaudit.audit.checks.zoo import svt_laws
 
 N = 200_000
 
@@ -43,7 +44,7 @@ def test_noisy_max_value_sampler_matches_its_cdf(noise):
     answers = np.array([0.0, 2, 1, 1, 2])
     out = bb.noisy_max(answers, np.random.default_rng(3), N, epsilon=0.1, noise=noise, release="value")[:, 0]
     points = np.array([-10.0, 5.0, 20.0, 60.0])
-    cdf = np.exp(laws._log_cdf(noise, points[None, :] - answers[:, None], 20.0).sum(axis=0))
+    cdf = np.exp(laws.log_noise_cdf(noise, points[None, :] - answers[:, None], 20.0).sum(axis=0))
     _assert_matches(np.array([(out <= p).sum() for p in points]), cdf, total=False)
 
 
@@ -56,7 +57,7 @@ def test_noisy_max_value_epsilons():
 
 def _svt_index(out: np.ndarray, cutoff: int | None) -> np.ndarray:
     """The position of each sampled answer vector in the law's enumeration (``_svt_outcomes``)."""
-    above, below = laws._svt_outcomes(out.shape[1], cutoff)
+    above, below = svt_laws._svt_outcomes(out.shape[1], cutoff)
     powers = 3 ** np.arange(out.shape[1])
     codes = (above + 2 * below) @ powers  # 1 above, 2 below, 0 not answered: one base-3 code per vector
     sampled = ((out == 1) + 2 * (out == 0)) @ powers
@@ -71,7 +72,7 @@ def _svt_index(out: np.ndarray, cutoff: int | None) -> np.ndarray:
 def test_svt_sampler_matches_its_law(variant, queries, threshold):
     first = np.ones(queries)
     second = np.where(np.arange(queries) < queries // 2, 2.0, 0.0)
-    law = laws.svt_law(first, second, variant=variant, epsilon=0.1, cutoff=1, threshold=threshold)
+    law = svt_laws.svt_law(first, second, variant=variant, epsilon=0.1, cutoff=1, threshold=threshold)
     cutoff = None if variant in (5, 6) else 1
     for answers, mass, seed in ((first, law.mass_a, 4), (second, law.mass_b, 5)):
         out = bb.sparse_vector(answers, np.random.default_rng(seed), N, variant=variant, epsilon=0.1, cutoff=1,
@@ -83,17 +84,17 @@ def test_svt_epsilons_are_the_published_ones():
     ones = np.ones(10)
     half = np.where(np.arange(10) < 5, 2.0, 0.0)
     for variant, threshold in ((1, 0.5), (2, 1.0)):  # eps-DP
-        assert laws.svt_law(ones, half, variant=variant, epsilon=0.1, cutoff=1, threshold=threshold
+        assert svt_laws.svt_law(ones, half, variant=variant, epsilon=0.1, cutoff=1, threshold=threshold
                             ).true_epsilon <= 0.1
-    svt4 = laws.svt_law(ones, half, variant=4, epsilon=0.1, cutoff=1, threshold=1.0).true_epsilon
+    svt4 = svt_laws.svt_law(ones, half, variant=4, epsilon=0.1, cutoff=1, threshold=1.0).true_epsilon
     assert 0.1 < svt4 <= (1 + 6) / 4 * 0.1 + 1e-3  # Lyu et al.: ((1 + 6c) / 4) eps at most
-    svt5 = laws.svt_law(np.r_[0.0, [2.0] * 9], ones, variant=5, epsilon=0.1, cutoff=1, threshold=1.0)
+    svt5 = svt_laws.svt_law(np.r_[0.0, [2.0] * 9], ones, variant=5, epsilon=0.1, cutoff=1, threshold=1.0)
     assert math.isinf(svt5.true_epsilon)
 
 
 def test_svt3_sampler_matches_its_law():
     first, second = np.ones(6), np.r_[[2.0] * 3, [0.0] * 3]
-    law = laws.svt_values_law(first, second, epsilon=0.1, threshold=1.0)
+    law = svt_laws.svt_values_law(first, second, epsilon=0.1, threshold=1.0)
     cells = (law.mass_a.size - 1) // 6
     for answers, mass, seed in ((first, law.mass_a, 12), (second, law.mass_b, 13)):
         out = bb.svt_with_values(answers, np.random.default_rng(seed), N, epsilon=0.1, cutoff=1, threshold=1.0)
@@ -102,7 +103,7 @@ def test_svt3_sampler_matches_its_law():
         by_query = np.r_[mass[:-1].reshape(6, cells).sum(axis=1), mass[-1]]
         _assert_matches(np.bincount(first_above, minlength=7), by_query)
         # the released value of the first query: P(query 0 above and its value <= 4), 4 a cell edge
-        edges = laws._cells(-40 * 20.0 - 10, 40 * 20.0 + 10, 4.0)
+        edges = laws.grid_edges(-40 * 20.0 - 10, 40 * 20.0 + 10, 4.0)
         below_four = mass[: np.searchsorted(edges, 4.0) + 1].sum()  # cells (-inf, e_0], (e_0, e_1], ...
         _assert_matches(np.array([np.sum(above[:, 0] & (out[:, 0] <= 4.0))]), np.array([below_four]), total=False)
     assert law.true_epsilon > 0.15  # far above the claim 0.1, on six queries already
@@ -111,8 +112,8 @@ def test_svt3_sampler_matches_its_law():
 def test_svt3_with_cutoff_two_sampler_matches_its_law():
     n, span = 6, 10.0
     first, second = np.ones(n), np.r_[[2.0] * 3, [0.0] * 3]
-    law = laws.svt_values_law(first, second, epsilon=0.1, threshold=1.0, cutoff=2, span=span)
-    cells = laws._cells(-span * 40.0 - 10, span * 40.0 + 10, 8.0).size + 1  # and the two outer cells
+    law = svt_laws.svt_values_law(first, second, epsilon=0.1, threshold=1.0, cutoff=2, span=span)
+    cells = laws.grid_edges(-span * 40.0 - 10, span * 40.0 + 10, 8.0).size + 1  # and the two outer cells
     sizes = [size for k in range(n) for size in [cells] + [cells ** 2] * (n - 1 - k)] + [1]
     assert law.mass_a.size == sum(sizes)
     bounds = np.cumsum([0] + sizes)
@@ -126,9 +127,34 @@ def test_svt3_with_cutoff_two_sampler_matches_its_law():
         _assert_matches(np.bincount([index[h] for h in hits], minlength=len(patterns)), by_pattern)
 
 
+def test_numerical_svt_sampler_matches_its_law():
+    """The answer vectors' frequencies, and the CDF of the exact log-ratio of the sampled outputs."""
+    n, cutoff, scale = 6, 2, 60.0  # released answers with Lap(3c / eps)
+    first, second = np.ones(n), np.r_[[2.0] * 3, [0.0] * 3]
+    law = svt_laws.numerical_svt_law(first, second, epsilon=0.1, cutoff=cutoff, threshold=1.0)
+    above, below = svt_laws._svt_outcomes(n, cutoff)
+    vectors = [svt_laws._pattern_masses(q, above, below, threshold=1.0, rho_scale=30.0, query_scale=120.0,
+                                        step=0.25) for q in (first, second)]
+    log_ratio, width = law.log_ratio(), 3 / (64 * scale)  # an outcome's cell spans 2/64 in the sum of shifts
+    for answers, mass, vector, seed in ((first, law.mass_a, vectors[0], 16), (second, law.mass_b, vectors[1], 17)):
+        out = bb.numerical_svt(answers, np.random.default_rng(seed), N, epsilon=0.1, cutoff=cutoff, threshold=1.0)
+        hit = (out != 0) & (out != -1000)
+        index = _svt_index(np.where(hit, 1, np.where(out == 0, 0, -1)), cutoff)
+        _assert_matches(np.bincount(index, minlength=vector.size), vector)
+        shift = np.where(hit, np.abs(out - first) - np.abs(out - second), 0.0).sum(axis=1) / scale
+        sampled = np.log(vectors[1][index]) - np.log(vectors[0][index]) + shift
+        for z in (-0.04, -0.01, 0.0, 0.01, 0.04):  # P(log-ratio <= z): sampled within the law's, a cell either way
+            low, high = mass[log_ratio <= z - width].sum(), mass[log_ratio <= z + width].sum()
+            frequency = np.mean(sampled <= z)
+            band = 5 * math.sqrt(max(high, 1e-6) * (1 - low) / N)
+            assert low - band <= frequency <= high + band, (z, frequency, low, high)
+    assert law.mass_a.sum() == pytest.approx(1.0, abs=1e-6) and law.mass_b.sum() == pytest.approx(1.0, abs=1e-6)
+    assert law.true_epsilon <= 0.1 + 1e-9  # eps-DP (Wang et al. 2019)
+
+
 def test_merging_a_law_by_ratio_keeps_its_ceiling():
     first, second = np.ones(6), np.r_[[2.0] * 3, [0.0] * 3]
-    law = laws.svt_values_law(first, second, epsilon=0.1, threshold=1.0)
+    law = svt_laws.svt_values_law(first, second, epsilon=0.1, threshold=1.0)
     merged = laws.merged_law(law, resolution=1e-4)
     assert merged.outcomes < law.outcomes / 4
     assert merged.ceiling(10**6) == pytest.approx(law.ceiling(10**6), abs=2e-4)
@@ -137,9 +163,9 @@ def test_merging_a_law_by_ratio_keeps_its_ceiling():
 
 def test_svt34_law_is_at_least_as_strong_as_either_part():
     first, second = np.r_[[1.0] * 5, [0.0] * 5], np.r_[[0.0] * 5, [1.0] * 5]
-    both = laws.svt34_law(first, second, epsilon=0.1, cutoff=2, threshold=1.0)
-    values = laws.svt_values_law(first, second, epsilon=0.1, threshold=1.0, cutoff=2, span=20.0)
-    answers = laws.svt_law(first, second, variant=4, epsilon=0.1, cutoff=2, threshold=1.0)
+    both = svt_laws.svt34_law(first, second, epsilon=0.1, cutoff=2, threshold=1.0)
+    values = svt_laws.svt_values_law(first, second, epsilon=0.1, threshold=1.0, cutoff=2, span=20.0)
+    answers = svt_laws.svt_law(first, second, variant=4, epsilon=0.1, cutoff=2, threshold=1.0)
     parts = [laws.merged_law(values).ceiling(10**6), answers.ceiling(10**6)]
     assert both.ceiling(10**6) > max(parts) + 0.01  # independent parts: the log ratios add
     assert both.true_epsilon == pytest.approx(values.true_epsilon + answers.true_epsilon, abs=1e-3)
@@ -199,7 +225,7 @@ def test_rappor_sampler_matches_its_law(settings):
 
 
 def test_ceiling_grows_with_trials_and_stays_below_the_true_epsilon():
-    law = laws.svt_law(np.ones(10), np.where(np.arange(10) < 5, 2.0, 0.0), variant=4, epsilon=0.1, cutoff=1,
+    law = svt_laws.svt_law(np.ones(10), np.where(np.arange(10) < 5, 2.0, 0.0), variant=4, epsilon=0.1, cutoff=1,
                        threshold=1.0)
     ceilings = [law.ceiling(n) for n in (10**4, 10**5, 10**6)]
     assert ceilings[0] <= ceilings[1] <= ceilings[2] < law.true_epsilon

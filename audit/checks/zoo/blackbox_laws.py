@@ -27,7 +27,6 @@ docs/theory.md section 8 (the black-box suite) and 3.4 (the ceiling).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 
 import numpy as np
@@ -35,9 +34,8 @@ import numpy as np
 from dpaudit.audit.statistics.ceiling import statistical_ceiling
 from dpaudit.audit.checks.zoo.blackbox import bloom_positions, geometric_cdf
 
-__all__ = ["OutputLaw", "noisy_max_index_law", "noisy_max_value_law", "svt_law", "svt_values_law",
-           "laplace_shift_law",
-           "geometric_law", "rappor_law", "merged_law", "product_law", "svt34_law"]
+__all__ = ["OutputLaw", "noisy_max_index_law", "noisy_max_value_law", "laplace_shift_law", "geometric_law",
+           "rappor_law", "merged_law", "product_law", "noise_cdf", "laplace_between", "grid_edges"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,14 +102,14 @@ class OutputLaw:
 
 # -- continuous noise ------------------------------------------------------------------------------------
 
-def _cdf(noise: str, x: np.ndarray, scale: float) -> np.ndarray:
+def noise_cdf(noise: str, x: np.ndarray, scale: float) -> np.ndarray:
     """CDF of ``Lap(0, scale)`` or ``Exp(scale)`` at ``x``."""
     if noise == "laplace":
         return np.where(x < 0, 0.5 * np.exp(np.minimum(x, 0) / scale), 1 - 0.5 * np.exp(-np.maximum(x, 0) / scale))
     return np.where(x <= 0, 0.0, -np.expm1(-np.maximum(x, 0) / scale))
 
 
-def _log_cdf(noise: str, x: np.ndarray, scale: float) -> np.ndarray:
+def log_noise_cdf(noise: str, x: np.ndarray, scale: float) -> np.ndarray:
     """``log`` of :func:`_cdf`, accurate where the CDF is close to 1."""
     with np.errstate(divide="ignore"):
         if noise == "laplace":
@@ -120,14 +118,14 @@ def _log_cdf(noise: str, x: np.ndarray, scale: float) -> np.ndarray:
         return np.where(x <= 0, -np.inf, np.log(-np.expm1(-np.maximum(x, 1e-300) / scale)))
 
 
-def _laplace_between(low: np.ndarray, high: np.ndarray, scale: float) -> np.ndarray:
+def laplace_between(low: np.ndarray, high: np.ndarray, scale: float) -> np.ndarray:
     """``P(low < X <= high)`` for ``X ~ Lap(0, scale)``, from the survival function above 0 (no cancellation)."""
     upper = low >= 0
     survival = 0.5 * (np.exp(-np.maximum(low, 0) / scale) - np.exp(-np.maximum(high, 0) / scale))
-    return np.where(upper, survival, _cdf("laplace", high, scale) - _cdf("laplace", low, scale))
+    return np.where(upper, survival, noise_cdf("laplace", high, scale) - noise_cdf("laplace", low, scale))
 
 
-def _cells(low: float, high: float, step: float) -> np.ndarray:
+def grid_edges(low: float, high: float, step: float) -> np.ndarray:
     """Cell edges from ``low`` to ``high`` on multiples of ``step`` (answers and thresholds lie on them)."""
     return np.arange(math.floor(low / step), math.ceil(high / step) + 1) * step
 
@@ -142,10 +140,10 @@ def noisy_max_index_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon
     scale = 2.0 / epsilon
     masses = []
     for answers in (answers_a, answers_b):
-        edges = _cells(answers.min() - (40 * scale if noise == "laplace" else 0), answers.max() + 40 * scale, step)
+        edges = grid_edges(answers.min() - (40 * scale if noise == "laplace" else 0), answers.max() + 40 * scale, step)
         middle = 0.5 * (edges[1:] + edges[:-1])
-        cdf_mid = _cdf(noise, middle[None, :] - answers[:, None], scale)
-        cell = np.diff(_cdf(noise, edges[None, :] - answers[:, None], scale), axis=1)
+        cdf_mid = noise_cdf(noise, middle[None, :] - answers[:, None], scale)
+        cell = np.diff(noise_cdf(noise, edges[None, :] - answers[:, None], scale), axis=1)
         others = np.prod(cdf_mid, axis=0)[None, :] / np.where(cdf_mid > 0, cdf_mid, 1.0)
         mass = (cell * others).sum(axis=1)
         masses.append(mass / mass.sum())
@@ -162,11 +160,11 @@ def noisy_max_value_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon
     """
     scale = 2.0 / epsilon
     both = np.concatenate([answers_a, answers_b])
-    edges = _cells(both.min() - (40 * scale if noise == "laplace" else 0), both.max() + 40 * scale, step)
+    edges = grid_edges(both.min() - (40 * scale if noise == "laplace" else 0), both.max() + 40 * scale, step)
     edges = np.concatenate([[-np.inf], edges, [np.inf]])
     masses = []
     for answers in (answers_a, answers_b):
-        log_cdf = _log_cdf(noise, edges[None, :] - answers[:, None], scale).sum(axis=0)
+        log_cdf = log_noise_cdf(noise, edges[None, :] - answers[:, None], scale).sum(axis=0)
         below, above = np.exp(log_cdf), -np.expm1(log_cdf)  # P(max <= x), P(max > x) without cancellation
         masses.append(np.where(below[1:] < 0.5, np.diff(below), above[:-1] - above[1:]))
     sup = None
@@ -175,98 +173,6 @@ def noisy_max_value_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon
         upper = abs(float(np.logaddexp.reduce(answers_b / scale) - np.logaddexp.reduce(answers_a / scale)))
         sup = max(lower, upper)
     return OutputLaw(masses[0], masses[1], f"integrated (cells of {step:g})", sup)
-
-
-# -- the sparse vector technique --------------------------------------------------------------------------
-
-def _svt_outcomes(n: int, cutoff: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Every SVT answer vector as masks ``(above, below)`` over the queries (aborted: neither)."""
-    above, below = [], []
-    sizes = range(n + 1) if cutoff is None else range(cutoff + 1)
-    for size in sizes:
-        for hits in itertools.combinations(range(n), size):
-            up = np.zeros(n, dtype=bool)
-            up[list(hits)] = True
-            answered = np.arange(n) <= (max(hits) if cutoff is not None and size == cutoff else n)
-            above.append(up)
-            below.append(answered & ~up)
-    return np.array(above, dtype=float), np.array(below, dtype=float)
-
-
-def svt_law(answers_a: np.ndarray, answers_b: np.ndarray, *, variant: int, epsilon: float, cutoff: int,
-            threshold: float, step: float = 0.25) -> OutputLaw:
-    """Every answer vector of SVT (Lyu, Su, Li 2017, Alg. 1, 2 with ``c = 1``, 4, 5, 6), integrated over the
-    threshold noise ``rho``.
-
-    Given ``rho = r`` the queries are independent, query ``j`` above with probability
-    ``p_j(r) = P(q_j + nu_j >= r + t)``; an answer vector's probability is
-    ``int prod_j p_j(r)^[above] (1 - p_j(r))^[below] dF_rho(r)``, summed on cells of width ``step``
-    (aligned with ``q_j - t``, where SVT5's ``p_j`` jumps).
-    """
-    if variant == 2 and cutoff != 1:
-        raise ValueError("the SVT2 law is computed for cutoff 1 (where it is SVT1's law with its own scales)")
-    eps1 = epsilon / 4.0 if variant == 4 else epsilon / 2.0
-    eps2 = epsilon - eps1
-    rho_scale = cutoff / eps1 if variant == 2 else 1 / eps1
-    query_scale = {1: 2 * cutoff / eps2, 2: 2 * cutoff / eps2, 4: 1 / eps2, 5: None, 6: 1 / eps2}[variant]
-    above, below = _svt_outcomes(answers_a.size, None if variant in (5, 6) else cutoff)
-    edges = _cells(-40 * rho_scale - 10, 40 * rho_scale + 10, step)
-    rho_mass = np.diff(_cdf("laplace", edges, rho_scale))
-    rho_mass[0] += _cdf("laplace", edges[:1], rho_scale)[0]
-    rho_mass[-1] += 1 - _cdf("laplace", edges[-1:], rho_scale)[0]
-    middle = 0.5 * (edges[1:] + edges[:-1])
-    masses = []
-    for answers in (answers_a, answers_b):
-        gap = answers[None, :] - middle[:, None] - threshold  # above iff nu >= -gap
-        p = (gap >= 0).astype(float) if query_scale is None else 1 - _cdf("laplace", -gap, query_scale)
-        log_p, log_q = np.log(np.maximum(p, 1e-300)), np.log(np.maximum(1 - p, 1e-300))
-        log_prob = above @ log_p.T + below @ log_q.T  # (outcomes, cells)
-        masses.append(np.exp(log_prob) @ rho_mass)
-    return OutputLaw(masses[0], masses[1], f"enumerated, integrated over rho (cells of {step:g})")
-
-
-def svt_values_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon: float, threshold: float,
-                   cutoff: int = 1, step: float = 1.0, width: float | None = None, span: float = 40.0
-                   ) -> OutputLaw:
-    """SVT3 with cutoff 1 or 2 (Lyu, Su, Li 2017, Alg. 3): the queries above, in order, with their noisy answers.
-
-    ``rho ~ Lap(2/eps)``, ``nu ~ Lap(2c/eps)``. Given ``rho = r`` the queries are independent: query ``j``
-    is below with ``B_j(r) = P(q_j + nu_j < r + t)`` and above with its answer in a value cell ``C`` with
-    ``A_j(r, C)``. With cutoff 1, ``P(k, C) = int prod_{j<k} B_j(r) A_k(r, C) dF_rho(r)``; with cutoff 2,
-    ``P(k1, C1, k2, C2) = int prod_{j<k2, j != k1} B_j(r) A_k1(r, C1) A_k2(r, C2) dF_rho(r)`` and a single
-    hit ``k1`` has every other query below. Cells of ``width`` in the value (default ``4c``) and ``step``
-    in ``r``, over ``span`` noise scales either side (the rest in two outer cells).
-    """
-    if cutoff not in (1, 2):
-        raise ValueError(f"the SVT3 law is computed for cutoff 1 or 2, got cutoff={cutoff!r}")
-    rho_scale, query_scale = 2.0 / epsilon, 2.0 * cutoff / epsilon
-    width = 4.0 * cutoff if width is None else width
-    edges = _cells(-span * rho_scale - 10, span * rho_scale + 10, step)
-    rho_mass = np.diff(_cdf("laplace", edges, rho_scale))
-    rho_mass[0] += _cdf("laplace", edges[:1], rho_scale)[0]
-    rho_mass[-1] += 1 - _cdf("laplace", edges[-1:], rho_scale)[0]
-    r = 0.5 * (edges[1:] + edges[:-1])
-    value_edges = _cells(-span * query_scale - 10, span * query_scale + 10, width)
-    value_edges = np.concatenate([[-np.inf], value_edges, [np.inf]])
-    low = np.maximum(value_edges[:-1, None], r[None, :] + threshold)  # (value cells, r cells)
-    high = np.maximum(value_edges[1:, None], low)
-    masses = []
-    for answers in (answers_a, answers_b):
-        below = np.array([_cdf("laplace", r + threshold - q, query_scale) for q in answers])  # B_j(r)
-        above = [_laplace_between(low - q, high - q, query_scale) for q in answers]  # A_j(r, C)
-        parts = []
-        for k in range(answers.size):  # a loop over the queries: the first above is query k
-            others = np.prod(below[:k], axis=0) * rho_mass  # the queries before k: below
-            if cutoff == 1:
-                parts.append(above[k] @ others)
-                continue
-            parts.append(above[k] @ (others * np.prod(below[k + 1:], axis=0)))  # no second query above
-            for second in range(k + 1, answers.size):
-                between = others * np.prod(below[k + 1:second], axis=0)
-                parts.append(((above[k] * between) @ above[second].T).ravel())
-        parts.append(np.array([np.prod(below, axis=0) @ rho_mass]))  # no query above
-        masses.append(np.concatenate(parts))
-    return OutputLaw(masses[0], masses[1], f"integrated (cells of {width:g} in the value, {step:g} in rho)")
 
 
 # -- sums of independent Laplace shifts -----------------------------------------------------------------
@@ -286,8 +192,8 @@ def laplace_shift_law(shifts: np.ndarray, *, scale: float, resolution: int = 64)
     for d in shifts:
         cells = int(round(2 * d * resolution))
         edges = np.linspace(0.0, d, cells + 1)  # x in (0, d): u = 2x - d, one cell of u per cell of x
-        inner_a = np.diff(_cdf("laplace", edges, scale))
-        inner_b = np.diff(_cdf("laplace", edges - d, scale))
+        inner_a = np.diff(noise_cdf("laplace", edges, scale))
+        inner_b = np.diff(noise_cdf("laplace", edges - d, scale))
         one_a = np.concatenate([[0.5], inner_a, [0.5 * math.exp(-d / scale)]])
         one_b = np.concatenate([[0.5 * math.exp(-d / scale)], inner_b, [0.5]])
         law_a, law_b = np.convolve(law_a, one_a), np.convolve(law_b, one_b)
@@ -349,12 +255,3 @@ def product_law(first: OutputLaw, second: OutputLaw, resolution: float | None = 
         first, second = merged_law(first, resolution), merged_law(second, resolution)
     return OutputLaw(np.outer(first.mass_a, second.mass_a).ravel(), np.outer(first.mass_b, second.mass_b).ravel(),
                      f"product ({first.method}; {second.method})")
-
-
-def svt34_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon: float, cutoff: int, threshold: float,
-              span: float = 20.0, resolution: float = 1e-4) -> OutputLaw:
-    """SVT3 and SVT4 side by side on the same answers, with independent noise: the product of their laws
-    (:func:`svt_values_law` over ``span`` noise scales, :func:`svt_law`), merged by ratio to ``resolution``."""
-    values = svt_values_law(answers_a, answers_b, epsilon=epsilon, threshold=threshold, cutoff=cutoff, span=span)
-    answers = svt_law(answers_a, answers_b, variant=4, epsilon=epsilon, cutoff=cutoff, threshold=threshold)
-    return product_law(values, answers, resolution)

@@ -7,7 +7,7 @@ on the strongest pair, from a seed the screening never used, the audit that
 portfolio, sequential looks, the claim at delta 0). Next to the certified
 bound it reports the pair's true epsilon and the statistical ceiling at the
 run's trials, from the exact output law where one is computed
-(:mod:`dpaudit.audit.checks.zoo.blackbox_laws`); docs/theory.md section 8.
+(:mod:`dpaudit.audit.checks.zoo.blackbox_laws`, :mod:`dpaudit.audit.checks.zoo.svt_laws`); docs/theory.md section 8.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dpaudit.audit.jobs.api import audit
 from dpaudit.audit.checks.vector_pairs import screen_vector_pairs
 from dpaudit.audit.checks.zoo import blackbox as bb
 from dpaudit.audit.checks.zoo import blackbox_laws as laws
+from dpaudit.audit.checks.zoo import svt_laws
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.wrapped import BatchedCallableMechanism, from_batched_callable
 
@@ -76,7 +77,7 @@ def _noisy_max(noise: str, release: str, violates: bool, why: str) -> Algorithm:
 def _svt(variant: int, violates: bool, why: str, threshold: float = 1.0) -> Algorithm:
     settings = {**_SVT, "threshold": threshold}
     return Algorithm(f"svt{variant}", _p(bb.sparse_vector, variant=variant, **settings), 10, 10, EPS,
-                     "component-wise", violates, why, _p(laws.svt_law, variant=variant, **settings))
+                     "component-wise", violates, why, _p(svt_laws.svt_law, variant=variant, **settings))
 
 
 def _shift_law(scale: float, copies: int = 1) -> Law:
@@ -95,12 +96,13 @@ SUITE: tuple[Algorithm, ...] = (
     _svt(2, False, "SVT of Lyu et al. Alg. 2 (c = 1): eps-DP"),
     Algorithm("svt3", _p(bb.svt_with_values, **_SVT), 10, 10, EPS, "component-wise", True,
               "releases the noisy answer above the threshold: not eps-DP (Lyu et al. Alg. 3)",
-              _p(laws.svt_values_law, epsilon=EPS, threshold=1.0)),
+              _p(svt_laws.svt_values_law, epsilon=EPS, threshold=1.0)),
     _svt(4, True, "query noise Lap(1/eps2): ((1 + 6c) / 4) eps = 0.175 (Lyu et al. Alg. 4)"),
     _svt(5, True, "no query noise: no finite eps (Lyu et al. Alg. 5)"),
     _svt(6, True, "no cutoff: eps grows with the number of queries (Lyu et al. Alg. 6)"),
     Algorithm("numerical-svt", _p(bb.numerical_svt, epsilon=EPS, cutoff=2, threshold=1.0), 10, 10, EPS,
-              "component-wise", False, "numerical SVT (Wang et al. 2019, c = 2): eps-DP"),
+              "component-wise", False, "numerical SVT (Wang et al. 2019, c = 2): eps-DP",
+              _p(svt_laws.numerical_svt_law, epsilon=EPS, cutoff=2, threshold=1.0)),
     Algorithm("rappor", _p(bb.rappor, **_RAPPOR), 1, 20, bb.rappor_epsilon(**_RAPPOR), "one-answer", False,
               "RAPPOR (h = 4, f = 0.75, p = 0.45, q = 0.55): eps_1 = 0.400",
               lambda a, b: laws.rappor_law(a[0], b[0], **_RAPPOR)),
@@ -121,7 +123,7 @@ SUITE: tuple[Algorithm, ...] = (
               "their tails", _shift_law(1 / 0.005, copies=20)),
     Algorithm("svt34-parallel", _p(bb.svt34_parallel, epsilon=EPS, cutoff=2, threshold=1.0), 10, 20, 2 * EPS,
               "component-wise", True, "SVT3 and SVT4 side by side (c = 2): claimed 0.2, SVT3 is not DP",
-              _p(laws.svt34_law, epsilon=EPS, cutoff=2, threshold=1.0)),
+              _p(svt_laws.svt34_law, epsilon=EPS, cutoff=2, threshold=1.0)),
 )
 
 
