@@ -2,10 +2,11 @@
 
 An :class:`OutputLaw` holds the probabilities of a partition of the output
 space under ``S`` (``mass_a``) and ``S'`` (``mass_b``): outcomes are
-enumerated where the output is discrete (noisy-max indices, SVT answer
-vectors, RAPPOR bit counts, the truncated geometric), and cells of a fine
-grid where it is continuous (the noisy maximum, sums of Laplace
-log-ratios), each cell's mass computed from the exact CDFs. From it:
+enumerated where the output is discrete (noisy-max indices, RAPPOR bit
+counts, the truncated geometric), and cells of a fine grid where it is
+continuous (the noisy maximum, sums of Laplace log-ratios), each cell's mass
+computed from the exact CDFs; the sparse vector technique's laws are in
+:mod:`dpaudit.audit.checks.zoo.svt_laws`. From it:
 
 * the true pure epsilon of the pair, ``max_o |log(mass_b(o) / mass_a(o))|``
   (infinite where one side gives an outcome probability 0 and the other not;

@@ -7,7 +7,8 @@ on the strongest pair, from a seed the screening never used, the audit that
 portfolio, sequential looks, the claim at delta 0). Next to the certified
 bound it reports the pair's true epsilon and the statistical ceiling at the
 run's trials, from the exact output law where one is computed
-(:mod:`dpaudit.audit.checks.zoo.blackbox_laws`, :mod:`dpaudit.audit.checks.zoo.svt_laws`); docs/theory.md section 8.
+(:mod:`dpaudit.audit.checks.zoo.blackbox_laws`, :mod:`dpaudit.audit.checks.zoo.svt_laws`);
+docs/theory.md section 8.
 """
 
 from __future__ import annotations

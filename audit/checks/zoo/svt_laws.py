@@ -11,9 +11,10 @@ objects, with their true epsilon and ceiling.
 
 References
 ----------
-Lyu, Su, Li (2017), "Understanding the sparse vector technique for
-differential privacy", PVLDB 10(6) (Alg. 1-6); Wang, Ding, Wang, Kifer, Zhang (2019),
-"Proving differential privacy with shadow execution", PLDI (numerical SVT);
+Lyu, Su, Li, "Understanding the sparse vector technique for differential
+privacy", PVLDB 10(6), 2017 (Algorithms 1-6).
+Wang, Ding, Wang, Kifer, Zhang, "Proving differential privacy with shadow
+execution", PLDI 2019 (numerical SVT).
 docs/theory.md section 8.
 """
 
@@ -124,6 +125,7 @@ def svt_values_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon: flo
         parts.append(np.array([np.prod(below, axis=0) @ rho_mass]))  # no query above
         masses.append(np.concatenate(parts))
     return OutputLaw(masses[0], masses[1], f"integrated (cells of {width:g} in the value, {step:g} in rho)")
+
 
 def numerical_svt_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon: float, cutoff: int,
                       threshold: float, step: float = 0.25, resolution: int = 64) -> OutputLaw:
