@@ -133,8 +133,8 @@ def test_numerical_svt_sampler_matches_its_law():
     first, second = np.ones(n), np.r_[[2.0] * 3, [0.0] * 3]
     law = svt_laws.numerical_svt_law(first, second, epsilon=0.1, cutoff=cutoff, threshold=1.0)
     above, below = svt_laws._svt_outcomes(n, cutoff)
-    vectors = [svt_laws._pattern_masses(q, above, below, threshold=1.0, rho_scale=30.0, query_scale=120.0,
-                                        step=0.25) for q in (first, second)]
+    vectors = svt_laws._pattern_masses((first, second), above, below, threshold=1.0, rho_scale=30.0,
+                                       query_scale=120.0, step=0.25)
     log_ratio, width = law.log_ratio(), 3 / (64 * scale)  # an outcome's cell spans 2/64 in the sum of shifts
     for answers, mass, vector, seed in ((first, law.mass_a, vectors[0], 16), (second, law.mass_b, vectors[1], 17)):
         out = bb.numerical_svt(answers, np.random.default_rng(seed), N, epsilon=0.1, cutoff=cutoff, threshold=1.0)

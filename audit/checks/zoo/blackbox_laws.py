@@ -111,7 +111,7 @@ def noise_cdf(noise: str, x: np.ndarray, scale: float) -> np.ndarray:
 
 
 def log_noise_cdf(noise: str, x: np.ndarray, scale: float) -> np.ndarray:
-    """``log`` of :func:`_cdf`, accurate where the CDF is close to 1."""
+    """``log`` of :func:`noise_cdf`, accurate where the CDF is close to 1."""
     with np.errstate(divide="ignore"):
         if noise == "laplace":
             return np.where(x < 0, math.log(0.5) + np.minimum(x, 0) / scale,

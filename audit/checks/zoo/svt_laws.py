@@ -54,15 +54,20 @@ def _rho_cells(rho_scale: float, span: float, step: float) -> tuple[np.ndarray, 
     return 0.5 * (edges[1:] + edges[:-1]), rho_mass
 
 
-def _pattern_masses(answers: np.ndarray, above: np.ndarray, below: np.ndarray, *, threshold: float,
-                    rho_scale: float, query_scale: float | None, step: float) -> np.ndarray:
+def _pattern_masses(pair: tuple[np.ndarray, np.ndarray], above: np.ndarray, below: np.ndarray, *,
+                    threshold: float, rho_scale: float, query_scale: float | None, step: float
+                    ) -> list[np.ndarray]:
     """The probability of each answer vector (rows of the masks ``above``, ``below``) of the comparisons
-    ``q_j + nu_j >= t + rho`` with ``nu ~ Lap(query_scale)`` (none when None) and ``rho ~ Lap(rho_scale)``."""
+    ``q_j + nu_j >= t + rho`` with ``nu ~ Lap(query_scale)`` (none when None) and ``rho ~ Lap(rho_scale)``,
+    for each answer vector ``q`` of ``pair`` (the rho cells computed once for both)."""
     middle, rho_mass = _rho_cells(rho_scale, 40.0, step)
-    gap = answers[None, :] - middle[:, None] - threshold  # above iff nu >= -gap
-    p = (gap >= 0).astype(float) if query_scale is None else 1 - noise_cdf("laplace", -gap, query_scale)
-    log_p, log_q = np.log(np.maximum(p, 1e-300)), np.log(np.maximum(1 - p, 1e-300))
-    return np.exp(above @ log_p.T + below @ log_q.T) @ rho_mass  # (outcomes, cells) summed over rho
+    masses = []
+    for answers in pair:
+        gap = answers[None, :] - middle[:, None] - threshold  # above iff nu >= -gap
+        p = (gap >= 0).astype(float) if query_scale is None else 1 - noise_cdf("laplace", -gap, query_scale)
+        log_p, log_q = np.log(np.maximum(p, 1e-300)), np.log(np.maximum(1 - p, 1e-300))
+        masses.append(np.exp(above @ log_p.T + below @ log_q.T) @ rho_mass)  # (outcomes, cells) summed over rho
+    return masses
 
 
 def svt_law(answers_a: np.ndarray, answers_b: np.ndarray, *, variant: int, epsilon: float, cutoff: int,
@@ -82,8 +87,8 @@ def svt_law(answers_a: np.ndarray, answers_b: np.ndarray, *, variant: int, epsil
     rho_scale = cutoff / eps1 if variant == 2 else 1 / eps1
     query_scale = {1: 2 * cutoff / eps2, 2: 2 * cutoff / eps2, 4: 1 / eps2, 5: None, 6: 1 / eps2}[variant]
     above, below = _svt_outcomes(answers_a.size, None if variant in (5, 6) else cutoff)
-    masses = [_pattern_masses(answers, above, below, threshold=threshold, rho_scale=rho_scale,
-                              query_scale=query_scale, step=step) for answers in (answers_a, answers_b)]
+    masses = _pattern_masses((answers_a, answers_b), above, below, threshold=threshold, rho_scale=rho_scale,
+                             query_scale=query_scale, step=step)
     return OutputLaw(masses[0], masses[1], f"enumerated, integrated over rho (cells of {step:g})")
 
 
@@ -140,8 +145,8 @@ def numerical_svt_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon: 
     """
     query_scale, value_scale = 6.0 * cutoff / epsilon, 3.0 * cutoff / epsilon
     above, below = _svt_outcomes(answers_a.size, cutoff)
-    vectors = [_pattern_masses(answers, above, below, threshold=threshold, rho_scale=3.0 / epsilon,
-                               query_scale=query_scale, step=step) for answers in (answers_a, answers_b)]
+    vectors = _pattern_masses((answers_a, answers_b), above, below, threshold=threshold,
+                              rho_scale=3.0 / epsilon, query_scale=query_scale, step=step)
     shifts = np.abs(np.asarray(answers_b, dtype=float) - np.asarray(answers_a, dtype=float))
     values: dict[tuple[float, ...], OutputLaw] = {}
     mass_a, mass_b = [], []
