@@ -21,11 +21,20 @@ one-hot columns by the empirical-Bayes weight of its counts
 (:func:`_fit_outcome_table`): the plug-in likelihood ratio, whose superlevel
 sets, with a randomised tie-break at the threshold (``audit.thresholds``),
 are the Neyman-Pearson tests. Otherwise a logistic regression
-(``attacks.classifiers``) is fitted on the encoded columns.
+(``attacks.classifiers``) is fitted on the encoded columns, reading each
+value linearly. Where every coordinate is a category or holds sentinels, a
+second reading competes on the calibration log-likelihood: each value cut at
+its coordinate's calibration median (:func:`coarsen`), which makes the output
+categorical and scores it by the outcome table. A value whose log-ratio is a
+step (fresh Laplace noise on an answer that moves by much less than its
+scale, as in numerical SVT) is read best by the cut, one whose log-ratio
+grows in the tails (Gaussian noise) by the line; the cut is taken only when
+its likelihood beats the line's by :data:`SPLIT_MARGIN` nats.
 
 Values are compared for exact equality only where they repeat exactly on the
-calibration trials (a category or a sentinel); continuous values are never
-binned, so the score reads nothing finer than what the mechanism releases.
+calibration trials (a category or a sentinel); continuous values are read
+linearly or by their side of one cut, never binned finer, so the score reads
+nothing finer than what the mechanism releases.
 Outcomes are looked up by one integer code per row (mixed radix over the
 coordinates' categories, or a 64-bit hash when the radix would overflow; a
 hash collision merges two outcomes, which can cost power, never soundness:
@@ -48,13 +57,17 @@ import numpy as np
 
 from dpaudit.mechanisms.errors import ParameterError
 
-__all__ = ["ATOM_SHARE", "Encoding", "MAX_LEVELS", "PSEUDO_COUNT", "fit_discrete",
-           "fit_encoding", "outcome_codes"]
+__all__ = ["ATOM_SHARE", "Encoding", "MAX_LEVELS", "PSEUDO_COUNT", "SPLIT_MARGIN", "coarsen", "fit_discrete",
+           "fit_encoding", "median_cuts", "outcome_codes"]
 
 MAX_LEVELS = 32  #: a coordinate with at most this many distinct calibration values is a category
 ATOM_SHARE = 0.01  #: a repeated value of a continuous coordinate with at least this share is a sentinel
 MAX_SENTINELS = 8  #: sentinels flagged per coordinate (the most frequent)
 PSEUDO_COUNT = 0.5  #: the smoothing ``a`` of the outcome log-ratio
+#: Values are read cut at their median only when that reading's calibration log-likelihood beats the linear
+#: one's by this many nats: both fit as many parameters, and the line is kept unless the data clearly say
+#: otherwise (a Gaussian value cut at its median loses the tails, where its log-ratio grows)
+SPLIT_MARGIN = 2.0
 _HASH = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5],
                  dtype=np.uint64)
 
@@ -145,7 +158,42 @@ def outcome_codes(encoding: Encoding, outputs: np.ndarray) -> np.ndarray:
     return code
 
 
-def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int):
+def median_cuts(encoding: Encoding, calibration: np.ndarray) -> tuple[float | None, ...]:
+    """The median of each non-categorical coordinate's values other than its sentinels (None for a category)."""
+    x = _canonical(calibration)
+    cuts: list[float | None] = []
+    for j, (level, sentinel) in enumerate(zip(encoding.levels, encoding.sentinels)):
+        if level is not None:
+            cuts.append(None)
+            continue
+        rest = x[:, j][~np.isin(x[:, j], sentinel)]
+        cuts.append(float(np.median(rest)) if rest.size else 0.0)
+    return tuple(cuts)
+
+
+def coarsen(encoding: Encoding, cuts: tuple[float | None, ...], outputs: np.ndarray) -> np.ndarray:
+    """``outputs`` with each non-categorical value replaced by a category: the index of its sentinel, else
+    ``S`` at or below its cut and ``S + 1`` above (``S`` sentinels); categories are kept."""
+    x = _canonical(outputs).copy()
+    for j, (sentinel, cut) in enumerate(zip(encoding.sentinels, cuts)):
+        if cut is None:
+            continue
+        value = x[:, j]
+        flags = value[:, None] == sentinel[None, :]
+        side = np.where(value > cut, sentinel.size + 1, sentinel.size)
+        x[:, j] = np.where(flags.any(axis=1), np.argmax(flags, axis=1), side)
+    return x
+
+
+def _log_likelihood(classifier, features_a: np.ndarray, features_b: np.ndarray) -> float:
+    """The calibration log-likelihood of a logistic classifier (label 1: ``S'``)."""
+    from scipy.special import log_expit
+
+    return float(np.sum(log_expit(-classifier(features_a))) + np.sum(log_expit(classifier(features_b))))
+
+
+def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int,
+                       classifier=None):
     """The outcome log-ratio, each outcome's table entry shrunk towards a classifier on the categories.
 
     A logistic regression on the one-hot columns gives every outcome a log-ratio
@@ -164,7 +212,8 @@ def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray,
     from dpaudit.attacks.classifiers import fit_logistic
     from dpaudit.attacks.shrinkage import shrink
 
-    classifier = fit_logistic(encoding.features(cal_a), encoding.features(cal_b), seed=seed)
+    if classifier is None:  # the logistic regression on the one-hot columns (given when already fitted)
+        classifier = fit_logistic(encoding.features(cal_a), encoding.features(cal_b), seed=seed)
     prior = float(np.log(cal_b.shape[0]) - np.log(cal_a.shape[0]))  # logit = log-ratio + log(N_b / N_a)
     codes_a, codes_b = outcome_codes(encoding, cal_a), outcome_codes(encoding, cal_b)
     codes = np.concatenate([codes_a, codes_b])
@@ -190,6 +239,7 @@ def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray,
     # every score is a function of the outcome, and this table estimates the best one (the likelihood
     # ratio): a portfolio takes it without a contest (``audit.portfolio``)
     outcome_table.preferred = True
+    outcome_table.values = "categories"
     return outcome_table
 
 
@@ -210,16 +260,46 @@ def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int):
                              "sentinel on the calibration trials; use 'logistic' or 'gaussian'")
     if encoding.categorical:
         return _fit_outcome_table(encoding, cal_a, cal_b, seed=seed)
-    classifier = fit_logistic(encoding.features(cal_a), encoding.features(cal_b), seed=seed)
-
-    def encoded(outputs: np.ndarray) -> np.ndarray:
-        return classifier(encoding.features(_canonical(outputs)))
+    features_a, features_b = encoding.features(cal_a), encoding.features(cal_b)
+    classifier = fit_logistic(features_a, features_b, seed=seed)
     # every coordinate a category or holding sentinel codes: the other scores read the codes (-1000 beside
     # answers of +-20) as magnitudes, and a contest on 2% of the calibration trials picks among them by
     # luck (docs/theory.md 7): a portfolio takes this one without a contest
-    encoded.preferred = all(level is not None or sentinel.size
-                            for level, sentinel in zip(encoding.levels, encoding.sentinels))
+    preferred = all(level is not None or sentinel.size for level, sentinel in zip(encoding.levels, encoding.sentinels))
+    if preferred:
+        split = _fit_split(encoding, cal_a, cal_b, _log_likelihood(classifier, features_a, features_b), seed=seed)
+        if split is not None:
+            return split
+
+    def encoded(outputs: np.ndarray) -> np.ndarray:
+        return classifier(encoding.features(_canonical(outputs)))
+    encoded.preferred = preferred
+    encoded.values = "linear"
     return encoded
+
+
+def _fit_split(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray, linear: float, *, seed: int):
+    """The outcome table of the output with its values cut at their medians (:func:`coarsen`), or None when
+    the additive model of that reading does not beat the linear one's log-likelihood ``linear`` by
+    :data:`SPLIT_MARGIN` nats."""
+    from dpaudit.attacks.classifiers import fit_logistic
+
+    cuts = median_cuts(encoding, np.concatenate([cal_a, cal_b]))
+    coarse_a, coarse_b = coarsen(encoding, cuts, cal_a), coarsen(encoding, cuts, cal_b)
+    coarse = fit_encoding(np.concatenate([coarse_a, coarse_b]))  # every coordinate a category now
+    features_a, features_b = coarse.features(coarse_a), coarse.features(coarse_b)
+    classifier = fit_logistic(features_a, features_b, seed=seed)
+    if _log_likelihood(classifier, features_a, features_b) < linear + SPLIT_MARGIN:
+        return None
+    table = _fit_outcome_table(coarse, coarse_a, coarse_b, seed=seed, classifier=classifier)
+
+    def split(outputs: np.ndarray) -> np.ndarray:
+        return table(coarsen(encoding, cuts, outputs))
+    split.outcomes, split.interaction_variance = table.outcomes, table.interaction_variance
+    split.preferred = True
+    split.values = "median split"
+    split.cuts = cuts
+    return split
 
 
 def _register() -> None:

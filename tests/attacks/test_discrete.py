@@ -156,6 +156,30 @@ def test_outputs_of_categories_and_sentinel_codes_prefer_the_discrete_score():
     assert fit_discrete(*with_continuous, seed=0).preferred is False
 
 
+def test_a_laplace_value_beside_a_sentinel_is_read_cut_at_its_median_and_a_gaussian_one_linearly():
+    # a Laplace shift's log-ratio is a step (flat beyond the two answers), a Gaussian one's a line: the
+    # reading whose calibration likelihood is larger by SPLIT_MARGIN nats is taken
+    rng = np.random.default_rng(7)
+
+    def draw(noise: str, shift: float, size: int = 20_000) -> np.ndarray:
+        value = rng.laplace(shift, 1.0, size) if noise == "laplace" else rng.normal(shift, 1.0, size)
+        return np.where(rng.random(size) < 0.4, -1.0, value)[:, None]
+    laplace = fit_discrete(draw("laplace", 0.0), draw("laplace", 0.5), seed=0)
+    assert laplace.values == "median split" and laplace.preferred is True
+    (cut,) = laplace.cuts
+    assert abs(cut - 0.25) < 0.05  # the pooled median, 0.25 for shifts 0 and 0.5
+    # above the cut: log((1 - e^-(0.5 - cut) / 2) / (e^-cut / 2)), below it the mirror image; each cell holds
+    # ~4,600 and ~7,300 trials, so the log-ratio's sampling error is 0.019 and 0.1 is 5 of them
+    above = np.log1p(-0.5 * np.exp(cut - 0.5)) - np.log(0.5 * np.exp(-cut))
+    scores = laplace(np.array([[cut + 0.01], [cut + 5.0], [cut - 0.01], [cut - 5.0], [-1.0]]))
+    assert scores[0] == scores[1] and scores[2] == scores[3]  # nothing but the side of the cut is read
+    assert abs(scores[0] - above) < 0.1 and abs(scores[2] + above) < 0.1 and abs(scores[4]) < 0.1
+    gaussian = fit_discrete(draw("gaussian", 0.0), draw("gaussian", 0.5), seed=0)
+    assert gaussian.values == "linear"
+    tail, centre = gaussian(np.array([[3.0], [0.5]]))
+    assert tail > centre + 1.0  # the line keeps growing into the tail: 0.5 per unit for this shift
+
+
 def test_a_preference_seen_on_few_trials_is_checked_on_all_calibration_outputs():
     # a score preferred when fitted on few trials but not on all of them takes part in the contest
     from dpaudit.attacks.scores import BuiltinScore
