@@ -52,10 +52,14 @@ Controlled Clinical Trials 7 (the moment estimate of the between-outcome varianc
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dpaudit.mechanisms.errors import ParameterError
+
+if TYPE_CHECKING:
+    from dpaudit.attacks.score_protocol import ScoreFunction
 
 __all__ = ["ATOM_SHARE", "Encoding", "MAX_LEVELS", "PSEUDO_COUNT", "SPLIT_MARGIN", "coarsen", "fit_discrete",
            "fit_encoding", "median_cuts", "outcome_codes"]
@@ -185,7 +189,7 @@ def coarsen(encoding: Encoding, cuts: tuple[float | None, ...], outputs: np.ndar
     return x
 
 
-def _log_likelihood(classifier, features_a: np.ndarray, features_b: np.ndarray) -> float:
+def _log_likelihood(classifier: ScoreFunction, features_a: np.ndarray, features_b: np.ndarray) -> float:
     """The calibration log-likelihood of a logistic classifier (label 1: ``S'``)."""
     from scipy.special import log_expit
 
@@ -193,7 +197,7 @@ def _log_likelihood(classifier, features_a: np.ndarray, features_b: np.ndarray) 
 
 
 def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int,
-                       classifier=None):
+                       classifier: ScoreFunction | None = None):
     """The outcome log-ratio, each outcome's table entry shrunk towards a classifier on the categories.
 
     A logistic regression on the one-hot columns gives every outcome a log-ratio
