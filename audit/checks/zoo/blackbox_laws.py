@@ -36,7 +36,7 @@ from dpaudit.audit.statistics.ceiling import statistical_ceiling
 from dpaudit.audit.checks.zoo.blackbox import bloom_positions, geometric_cdf
 
 __all__ = ["OutputLaw", "noisy_max_index_law", "noisy_max_value_law", "laplace_shift_law", "geometric_law",
-           "rappor_law", "merged_law", "product_law", "noise_cdf", "laplace_between", "grid_edges"]
+           "rappor_law", "merged_law", "product_law", "noise_cdf", "log_noise_cdf", "laplace_between", "grid_edges"]
 
 
 @dataclasses.dataclass(frozen=True)
