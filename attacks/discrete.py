@@ -31,6 +31,13 @@ scale, as in numerical SVT) is read best by the cut, one whose log-ratio
 grows in the tails (Gaussian noise) by the line; the cut is taken only when
 its likelihood beats the line's by :data:`SPLIT_MARGIN` nats.
 
+Its test is placed hedged (:data:`TAIL_MODEL`, ``audit.statistics.hedged``): the
+test the calibration counts place, the best one in a thin tail and the one
+the exponential tilt of the scores places are certified together, each at its
+share of the failure probability, since at small epsilon which of them is
+best is a question the calibration trials answer poorly and the
+certification trials well.
+
 Values are compared for exact equality only where they repeat exactly on the
 calibration trials (a category or a sentinel); continuous values are read
 linearly or by their side of one cut, never binned finer, so the score reads
@@ -61,8 +68,8 @@ from dpaudit.mechanisms.errors import ParameterError
 if TYPE_CHECKING:
     from dpaudit.attacks.score_protocol import ScoreFunction
 
-__all__ = ["ATOM_SHARE", "Encoding", "MAX_LEVELS", "PSEUDO_COUNT", "SPLIT_MARGIN", "coarsen", "fit_discrete",
-           "fit_encoding", "median_cuts", "outcome_codes"]
+__all__ = ["ATOM_SHARE", "Encoding", "MAX_LEVELS", "PSEUDO_COUNT", "SPLIT_MARGIN", "TAIL_MODEL", "coarsen",
+           "fit_discrete", "fit_encoding", "median_cuts", "outcome_codes"]
 
 MAX_LEVELS = 32  #: a coordinate with at most this many distinct calibration values is a category
 ATOM_SHARE = 0.01  #: a repeated value of a continuous coordinate with at least this share is a sentinel
@@ -72,6 +79,9 @@ PSEUDO_COUNT = 0.5  #: the smoothing ``a`` of the outcome log-ratio
 #: one's by this many nats: both fit as many parameters, and the line is kept unless the data clearly say
 #: otherwise (a Gaussian value cut at its median loses the tails, where its log-ratio grows)
 SPLIT_MARGIN = 2.0
+#: How the score's test is placed: the calibration counts' test, the best in a thin tail and the exponential
+#: tilt's, certified together under a union bound (``audit.statistics.hedged``, docs/theory.md 7)
+TAIL_MODEL = "hedged"
 _HASH = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5],
                  dtype=np.uint64)
 
@@ -244,6 +254,7 @@ def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray,
     # ratio): a portfolio takes it without a contest (``audit.portfolio``)
     outcome_table.preferred = True
     outcome_table.values = "categories"
+    outcome_table.tail_model = TAIL_MODEL
     return outcome_table
 
 
@@ -279,6 +290,7 @@ def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int):
         return classifier(encoding.features(_canonical(outputs)))
     encoded.preferred = preferred
     encoded.values = "linear"
+    encoded.tail_model = TAIL_MODEL
     return encoded
 
 
@@ -302,6 +314,7 @@ def _fit_split(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray, linear:
     split.outcomes, split.interaction_variance = table.outcomes, table.interaction_variance
     split.preferred = True
     split.values = "median split"
+    split.tail_model = TAIL_MODEL
     split.cuts = cuts
     return split
 

@@ -20,9 +20,10 @@ from dpaudit.mechanisms.errors import ParameterError
 __all__ = ["TAIL_MODELS", "Score", "ScoreFunction", "check_score", "fitted_tail_model", "score_applies", "score_fitted",
            "score_needs_calibration"]
 
-#: How a fitted score's calibration rates place the epsilon test: as counted, or by its exponential tilt
-#: (``audit.statistics.tilt``)
-TAIL_MODELS = ("calibration", "tilt")
+#: How a fitted score's calibration rates place the epsilon test: as counted, by its exponential tilt
+#: (``audit.statistics.tilt``), or hedged: the counts' test, the thin tail's and the tilt's certified together
+#: under a union bound (``audit.statistics.hedged``)
+TAIL_MODELS = ("calibration", "tilt", "hedged")
 #: What :meth:`Score.fit` returns: a batch of outputs ``(trials, dim)`` -> one score per trial.
 ScoreFunction = Callable[[np.ndarray], np.ndarray]
 
@@ -119,8 +120,9 @@ def fitted_tail_model(function: ScoreFunction) -> str:
 
     A fitted score function may carry ``tail_model = "tilt"``: its log likelihood ratio is close to a
     straight line in its value (a count of signs, ``attacks.medians``), so the test is placed by the
-    exponential tilt fitted to its calibration scores where they do not reject it. Without the attribute:
-    ``"calibration"`` (the calibration rates as counted).
+    exponential tilt fitted to its calibration scores where they do not reject it. ``"hedged"``: a few tests
+    placed in different ways are certified together (``audit.statistics.hedged``; the ``discrete`` score).
+    Without the attribute: ``"calibration"`` (the calibration rates as counted).
 
     Raises
     ------
@@ -129,6 +131,6 @@ def fitted_tail_model(function: ScoreFunction) -> str:
     """
     model = getattr(function, "tail_model", "calibration")
     if model not in TAIL_MODELS:
-        raise ParameterError(f"a fitted score's tail_model must be 'calibration' or 'tilt', got "
+        raise ParameterError(f"a fitted score's tail_model must be one of {', '.join(TAIL_MODELS)}, got "
                              f"tail_model={model!r}")
     return model

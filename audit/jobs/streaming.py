@@ -28,6 +28,7 @@ from dpaudit.audit.statistics.certify import (
     check_estimators,
 )
 from dpaudit.audit.statistics.confidence import Counts, ThresholdPlan, check_scores
+from dpaudit.audit.statistics.hedged import PlanFamily
 from dpaudit.audit.statistics.tilt import TAIL_MODELS
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice
@@ -117,7 +118,7 @@ class StreamingCertifier:
         Certification trials per side to come (the epsilon test is placed for that budget).
     seed : int
         The audit's seed (of the tie-break uniforms, ``audit.statistics.confidence.tie_uniforms``).
-    tail_model : {"calibration", "tilt"}
+    tail_model : {"calibration", "tilt", "hedged"}
         How calibration rates place the epsilon test (``audit.statistics.tilt``; the score's
         ``tail_model``, ``attacks.score_protocol.fitted_tail_model``).
     """
@@ -153,7 +154,8 @@ class StreamingCertifier:
         chunk = check_scores(f"certification scores ({side})", scores)
         number = self.chunks[side]  # threshold plans draw each chunk's own tie-break uniforms
         for name, plan in self.plans.items():
-            counts = plan.count(side, chunk, number) if isinstance(plan, ThresholdPlan) else plan.count(side, chunk)
+            counts = plan.count(side, chunk, number) if isinstance(plan, (ThresholdPlan, PlanFamily)) \
+                else plan.count(side, chunk)
             self.counts[name][side] = self.counts[name][side] + np.asarray(counts, dtype=float)
         self.chunks[side] += 1
         self.histogram[side] += np.histogram(chunk, self.edges)[0]

@@ -31,6 +31,8 @@ Dong, Roth, Su 2022, "Gaussian Differential Privacy" (tradeoff of mu-GDP).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy.special import ndtri
 
@@ -51,11 +53,13 @@ from dpaudit.audit.statistics.thresholds import (
     epsilon_objective,
     failure_split,
     orientation,
+    planning_floor,
     prepare_scores,
     quantile_grid,
     round_down,
     thresholds_for,
 )
+from dpaudit.audit.statistics.hedged import THIN_SPAN, PlanFamily, family_of, finish_family
 from dpaudit.audit.statistics.records import EpsilonBound, GDPBound, ProfileBound
 from dpaudit.audit.statistics.tilt import TAIL_MODELS, fit_tilt
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
@@ -99,7 +103,8 @@ MU_SELECTION_LEVEL = 0.01
 # -- epsilon -----------------------------------------------------------------------
 def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: str = "split",
                  grid_size: int = 32, planned: tuple[int, int] | None = None, seed: int = 0,
-                 candidates: int = 4000, tail_model: str = "calibration") -> ThresholdPlan:
+                 candidates: int = 4000, tail_model: str = "calibration",
+                 widest: float = np.inf) -> ThresholdPlan | PlanFamily:
     """Orientation, tests and method of :func:`epsilon_lower_bound`, from calibration scores only.
 
     With ``threshold="split"`` the method is chosen too: each rate bounded on
@@ -114,6 +119,10 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
     ``tail_model="tilt"`` (a score whose log likelihood ratio is about linear in its value declares it,
     ``attacks.score_protocol.fitted_tail_model``) the rates are first read from the exponential tilt fitted
     to the calibration scores (``audit.statistics.tilt``) where the calibration scores do not reject it.
+    With ``tail_model="hedged"`` and ``planned``, the test the counts place, the best whose smaller side
+    holds fewer than ``audit.statistics.hedged.THIN_SPAN`` times the planning floor of calibration trials
+    (a planned test's side holds fewer than ``widest``), and the tilt's, are certified together
+    (:class:`~dpaudit.audit.statistics.hedged.PlanFamily`).
     """
     delta, beta = check_delta(delta), 1 - check_confidence(confidence)
     tail_model = check_choice("tail_model", tail_model, TAIL_MODELS)
@@ -123,25 +132,57 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
         sign = orientation(cal_a, cal_b, beta / 2, objective)
         return ThresholdPlan(sign, thresholds_for(threshold, sign * cal_a, sign * cal_b, beta, grid_size, objective),
                              sizes)
-    tilt = fit_tilt(cal_a, cal_b) if planned is not None and tail_model == "tilt" else None
+    place = functools.partial(_placed, cal_a, cal_b, delta=delta, beta=beta, planned=planned, seed=seed,
+                              candidates=candidates)
+    if planned is None or tail_model == "calibration":
+        return place(None, (widest,))[0]
+    tilt = fit_tilt(cal_a, cal_b)
+    if tail_model == "tilt":
+        return place(tilt, (widest,))[0]
+    # hedged: the counts' test and the thin tail's from one pass over the candidates, and the tilt's
+    tilted = place(tilt, (np.inf,))[0] if tilt is not None else None
+    return family_of([*place(None, (widest, THIN_SPAN * planning_floor(cal_a.size, cal_b.size))),
+                      tilted if tilted is not None and tilted.placement == "tilt" else None])
+
+
+def _placed(cal_a, cal_b, tilt, widths: tuple[float, ...], *, delta: float, beta: float,
+            planned: tuple[int, int] | None, seed: int, candidates: int) -> list[ThresholdPlan]:
+    """The split plan under each ``widest`` of ``widths`` (``thin_tests``), all from one pass over the
+    candidate tests per planning level: smoothed rates first where ``tilt`` is given, then the calibration
+    counts at each of ``PLANNING_LEVELS`` until a test plans a positive bound (docs/theory.md 7)."""
+    objective = _epsilon_objective(delta)
     attempts = ([(None, tilt)] if tilt is not None else []) + [  # smoothed rates first (docs/theory.md 7)
         (level, None) for level in (PLANNING_LEVELS if planned is not None else PLANNING_LEVELS[:1])]
-    for level, smooth in attempts:
-        tilts = {1.0: smooth, -1.0: None if smooth is None else smooth.negated()}
-        separate = max(((*choose_test(s * cal_a, s * cal_b, beta / 2, objective, planned=planned, level=level,
-                                      limit=candidates, tilt=tilts[s]), s) for s in (1.0, -1.0)),
-                       key=lambda row: row[2])
-        joint = max(((*choose_conditional(s * cal_a, s * cal_b, beta, delta, planned, level, candidates,
-                                          tilt=tilts[s]), s) for s in (1.0, -1.0)), key=lambda row: row[2])
-        if max(separate[2], joint[2]) > 0:
+    chosen: dict[int, tuple] = {}
+    for number, (level, smooth) in enumerate(attempts):
+        pending = [k for k in range(len(widths)) if k not in chosen]
+        if not pending:
             break
-    placement = "tilt" if smooth is not None else (f"calibration (level {level})" if planned is not None
-                                                   else "calibration (certified on it)")
-    if joint[2] > separate[2]:
-        return ThresholdPlan(joint[4], np.array([joint[0]]), sizes, method="conditional", direction=joint[3],
-                             tie_fractions=np.array([joint[1]]), tie_seed=seed, placement=placement)
-    return ThresholdPlan(separate[3], np.array([separate[0]]), sizes, tie_fractions=np.array([separate[1]]),
-                         tie_seed=seed, placement=placement)
+        tilts = {1.0: smooth, -1.0: None if smooth is None else smooth.negated()}
+        limits = tuple(widths[k] for k in pending)
+        separate = {s: choose_test(s * cal_a, s * cal_b, beta / 2, objective, planned=planned, level=level,
+                                   limit=candidates, tilt=tilts[s], widest=limits) for s in (1.0, -1.0)}
+        joint = {s: choose_conditional(s * cal_a, s * cal_b, beta, delta, planned, level, candidates,
+                                       tilt=tilts[s], widest=limits) for s in (1.0, -1.0)}
+        for row, k in enumerate(pending):
+            best_separate = max(((*separate[s][row], s) for s in (1.0, -1.0)), key=lambda r: r[2])
+            best_joint = max(((*joint[s][row], s) for s in (1.0, -1.0)), key=lambda r: r[2])
+            if max(best_separate[2], best_joint[2]) > 0 or number == len(attempts) - 1:
+                placement = "tilt" if smooth is not None else (
+                    f"calibration (level {level})" if planned is not None else "calibration (certified on it)")
+                chosen[k] = (best_separate, best_joint, placement)
+    sizes = calibration_sizes(cal_a, cal_b)
+    plans = []
+    for k in range(len(widths)):
+        separate, joint, placement = chosen[k]
+        if joint[2] > separate[2]:
+            plans.append(ThresholdPlan(joint[4], np.array([joint[0]]), sizes, method="conditional",
+                                       direction=joint[3], tie_fractions=np.array([joint[1]]), tie_seed=seed,
+                                       placement=placement))
+        else:
+            plans.append(ThresholdPlan(separate[3], np.array([separate[0]]), sizes,
+                                       tie_fractions=np.array([separate[1]]), tie_seed=seed, placement=placement))
+    return plans
 
 
 def _finish_conditional(plan: ThresholdPlan, counts: Counts, delta: float, beta: float) -> EpsilonBound:
@@ -163,10 +204,14 @@ def _finish_conditional(plan: ThresholdPlan, counts: Counts, delta: float, beta:
                        "per_rate": per_rate}, tie_fraction=float(plan.fractions[0]), placement=plan.placement)
 
 
-def finish_epsilon(plan: ThresholdPlan, counts: Counts, *, delta: float, confidence: float,
+def finish_epsilon(plan: ThresholdPlan | PlanFamily, counts: Counts, *, delta: float, confidence: float,
                    threshold: str = "split") -> EpsilonBound:
-    """The certified epsilon bound from the error counts at ``plan``'s thresholds."""
+    """The certified epsilon bound from the error counts at ``plan``'s thresholds (for a hedged family, the
+    largest of its members' bounds, each at its share of the failure probability)."""
     delta, beta = check_delta(delta), 1 - check_confidence(confidence)
+    if isinstance(plan, PlanFamily):
+        return finish_family(plan, counts, beta, lambda member, part, level: finish_epsilon(
+            member, part, delta=delta, confidence=level, threshold=threshold))
     if plan.method == "conditional":
         return _finish_conditional(plan, counts, delta, beta)
     split = failure_split(beta, plan)
@@ -206,7 +251,7 @@ def epsilon_lower_bound(scores_a, scores_b, *, delta: float, confidence: float =
         Thresholds certified with ``threshold="union"``.
     seed : int
         Of the calibration split and the tie-break uniforms.
-    tail_model : {"calibration", "tilt"}
+    tail_model : {"calibration", "tilt", "hedged"}
         How the calibration rates that place the test are read (:func:`plan_epsilon`).
 
     Returns

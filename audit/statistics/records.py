@@ -41,6 +41,9 @@ class EpsilonBound:
     #: how the calibration scores placed the test (``ThresholdPlan.placement``): read from their counts at
     #: a planning level, or from the exponential tilt fitted to them (docs/theory.md 7)
     placement: str = "calibration"
+    #: a hedged placement only (``audit.statistics.hedged``): every test certified together, each at
+    #: ``failure_split["per_test"]``, with its placement and bound; the record above is the largest's
+    hedge: list[dict[str, Any]] | None = None
 
     quantity = "epsilon >="
 

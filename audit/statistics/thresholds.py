@@ -8,7 +8,7 @@ failure probability.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,10 +27,10 @@ from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.validation import check_choice
 
 __all__ = ["ATOM_SHARE", "MIN_PLANNED_REGION", "MIN_PLANNED_SHARE", "PLANNING_LEVELS", "STRATEGIES", "TIE_FRACTIONS",
-           "TILT_LEVEL", "calibration_sizes",
-           "candidate_tests", "candidate_thresholds", "choose_conditional", "choose_test", "choose_threshold",
-           "epsilon_objective", "failure_split", "orientation", "planned_counts", "planned_value", "prepare_scores",
-           "quantile_grid", "round_down", "thin_tests", "thresholds_for"]
+           "TILT_LEVEL", "calibration_sizes", "candidate_tests", "candidate_thresholds", "choose_conditional",
+           "choose_test", "choose_threshold", "epsilon_objective", "failure_split", "orientation", "planned_counts",
+           "planned_value", "planning_floor", "prepare_scores", "quantile_grid", "round_down", "thin_tests",
+           "thresholds_for"]
 
 STRATEGIES = ("split", "union")
 
@@ -97,14 +97,27 @@ def candidate_tests(cal_a: np.ndarray, cal_b: np.ndarray,
     return values[rows], fractions, false_positives.astype(float), false_negatives.astype(float)
 
 
-def thin_tests(false_positives: np.ndarray, false_negatives: np.ndarray, trials_a: int, trials_b: int
-               ) -> np.ndarray:
+def planning_floor(trials_a: int, trials_b: int) -> float:
+    """The fewest pooled calibration trials a planned test's region or complement holds (:func:`thin_tests`)."""
+    return min(MIN_PLANNED_REGION, MIN_PLANNED_SHARE * (trials_a + trials_b))
+
+
+def thin_tests(false_positives: np.ndarray, false_negatives: np.ndarray, trials_a: int, trials_b: int,
+               widest: float = np.inf) -> np.ndarray:
     """Which candidate tests have a region (``score >= t``, or its complement) of fewer pooled calibration
-    trials than :data:`MIN_PLANNED_REGION` (at most :data:`MIN_PLANNED_SHARE` of them); none when all do."""
-    floor = min(MIN_PLANNED_REGION, MIN_PLANNED_SHARE * (trials_a + trials_b))
+    trials than :data:`MIN_PLANNED_REGION` (at most :data:`MIN_PLANNED_SHARE` of them); none when all do.
+
+    With ``widest``, a test whose smaller side (region or complement) holds ``widest`` pooled calibration
+    trials or more is left out too (the thin-tail member of a hedged placement, ``audit.statistics.hedged``);
+    when that leaves no test, only the floor applies.
+    """
     inside = false_positives + (trials_b - false_negatives)
-    thin = (inside < floor) | (trials_a + trials_b - inside < floor)
-    return thin if not thin.all() else np.zeros_like(thin)
+    tail = np.minimum(inside, trials_a + trials_b - inside)
+    thin = tail < planning_floor(trials_a, trials_b)
+    if thin.all():
+        thin = np.zeros_like(thin)
+    narrow = thin | (tail >= widest)
+    return narrow if not narrow.all() else thin
 
 
 def planned_counts(counts: np.ndarray, trials: int, planned: int, level: float | None = 0.5) -> np.ndarray:
@@ -118,7 +131,8 @@ def planned_counts(counts: np.ndarray, trials: int, planned: int, level: float |
 
 def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0,
                 planned: tuple[int, int] | None = None, level: float | None = PLANNING_LEVELS[0],
-                limit: int = 4000, tilt: Tilt | None = None) -> tuple[float, float, float]:
+                limit: int = 4000, tilt: Tilt | None = None,
+                widest: float | Sequence[float] = np.inf) -> tuple[float, float, float] | list:
     """The test (threshold, tie fraction) whose bound is largest, and that bound; calibration scores only.
 
     Without ``planned`` the bound is certified on the calibration scores themselves (at ``failure *
@@ -127,7 +141,8 @@ def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float 
     (:func:`planned_counts` at ``level``): at small epsilon the best test sits in a tail that the
     certification budget resolves and the calibration part alone does not (docs/theory.md 7). With a
     ``tilt`` of these scores (:func:`dpaudit.audit.statistics.tilt.fit_tilt`) the calibration counts are
-    the tilt's smoothed ones.
+    the tilt's smoothed ones. ``widest``: see :func:`thin_tests` (planned tests only); a sequence of them
+    gives the best test under each, computed at once, as a list.
     """
     thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b, limit)
     if tilt is not None:
@@ -136,14 +151,24 @@ def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float 
     if planned is None:
         level = failure * selection_level
         values, _ = objective(cp_upper(fp, cal_a.size, level), cp_upper(fn, cal_b.size, level))
+        masks = [np.zeros(fp.size, dtype=bool) for _ in np.atleast_1d(widest)]
     else:
         m_a, m_b = planned
-        thin = thin_tests(fp, fn, cal_a.size, cal_b.size) if tilt is None else np.zeros(fp.size, dtype=bool)
+        masks = _masks(fp, fn, cal_a.size, cal_b.size, widest, tilt is None)
         values, _ = objective(cp_upper(planned_counts(fp, cal_a.size, m_a, level), m_a, failure),
                               cp_upper(planned_counts(fn, cal_b.size, m_b, level), m_b, failure))
-        values = np.where(thin, -np.inf, values)
-    best = int(np.argmax(values))
-    return float(thresholds[best]), float(fractions[best]), float(values[best])
+    picks = []
+    for mask in masks:
+        masked = np.where(mask, -np.inf, values)
+        best = int(np.argmax(masked))
+        picks.append((float(thresholds[best]), float(fractions[best]), float(masked[best])))
+    return picks[0] if np.ndim(widest) == 0 else picks
+
+
+def _masks(fp: np.ndarray, fn: np.ndarray, trials_a: int, trials_b: int, widest, counted: bool) -> list[np.ndarray]:
+    """The tests left out under each ``widest`` (:func:`thin_tests`; none for smoothed counts)."""
+    return [thin_tests(fp, fn, trials_a, trials_b, width) if counted else np.zeros(fp.size, dtype=bool)
+            for width in np.atleast_1d(widest)]
 
 
 def epsilon_objective(delta: float) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
@@ -160,25 +185,30 @@ def epsilon_objective(delta: float) -> Callable[[np.ndarray, np.ndarray], tuple[
 
 def choose_conditional(cal_a, cal_b, beta: float, delta: float, planned: tuple[int, int] | None,
                        level: float | None = PLANNING_LEVELS[0], limit: int = 4000,
-                       tilt: Tilt | None = None) -> tuple[float, float, float, int]:
+                       tilt: Tilt | None = None,
+                       widest: float | Sequence[float] = np.inf) -> tuple[float, float, float, int] | list:
     """Threshold, tie fraction, calibration value and region of the best conditional bound
     (``audit.conditional``); with ``planned``, the value the planned certification trials would give;
-    with ``tilt``, from the tilt's smoothed calibration counts (as :func:`choose_test`)."""
+    with ``tilt``, from the tilt's smoothed calibration counts, and ``widest`` (as :func:`choose_test`)."""
     thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b, limit)
     if tilt is not None:
         fp, fn = tilt.counts(thresholds, fractions, cal_a.size, cal_b.size)
         level = TILT_LEVEL
     n_a, n_b = cal_a.size, cal_b.size
-    thin = thin_tests(fp, fn, n_a, n_b) if planned is not None and tilt is None else np.zeros(fp.size, dtype=bool)
+    masks = _masks(fp, fn, n_a, n_b, widest, planned is not None and tilt is None)
     if planned is not None:  # the counts the planned certification trials would give
         n_a, n_b = planned
         fp, fn = planned_counts(fp, cal_a.size, n_a, level), planned_counts(fn, cal_b.size, n_b, level)
     forward = conditional_epsilon_estimate(n_b - fn, n_b, fp, n_a, delta=delta, failure=beta)  # score >= t
     backward = conditional_epsilon_estimate(n_a - fp, n_a, fn, n_b, delta=delta, failure=beta)  # score < t
-    forward, backward = np.where(thin, -np.inf, forward), np.where(thin, -np.inf, backward)
-    values = np.maximum(forward, backward)
-    best = int(np.argmax(values))
-    return float(thresholds[best]), float(fractions[best]), float(values[best]), int(backward[best] > forward[best])
+    picks = []
+    for mask in masks:
+        ahead, behind = np.where(mask, -np.inf, forward), np.where(mask, -np.inf, backward)
+        values = np.maximum(ahead, behind)
+        best = int(np.argmax(values))
+        picks.append((float(thresholds[best]), float(fractions[best]), float(values[best]),
+                      int(behind[best] > ahead[best])))
+    return picks[0] if np.ndim(widest) == 0 else picks
 
 
 def planned_value(plan: ThresholdPlan, counts: Counts, *, delta: float, beta: float,

@@ -11,6 +11,7 @@ import pytest
 
 import dpaudit
 from dpaudit.attacks.discrete import fit_discrete
+from dpaudit.attacks.score_protocol import fitted_tail_model
 from dpaudit.audit.checks.regression import PrivacyViolation
 from dpaudit.audit.jobs.streaming import StreamingCertifier
 from tests import discrete_algorithms as algorithms
@@ -29,12 +30,14 @@ MIXED_SEEDS, MIXED_ALLOWED = 100, 11
 
 def _null_audit(algorithm, seed: int, *, calibration: int, certification: int, chunks: int) -> float:
     """One audit as the runner makes it: the score fitted on calibration outputs, the test (with its tie
-    fraction) placed for the planned budget on their scores, certification counted chunk by chunk."""
+    fraction) placed for the planned budget on their scores as the score declares (hedged), certification
+    counted chunk by chunk."""
     rng = np.random.default_rng(seed)
     a, b = (algorithm.sample(side, calibration + certification, int(rng.integers(2**32))) for side in (0, 1))
     score = fit_discrete(a[:calibration], b[:calibration], seed=seed)
     certifier = StreamingCertifier(score(a[:calibration]), score(b[:calibration]), delta=0.0, confidence=0.95,
-                                   planned=(certification, certification), seed=seed)
+                                   planned=(certification, certification), seed=seed,
+                                   tail_model=fitted_tail_model(score))  # hedged: docs/theory.md 7
     for side, outputs in (("a", a[calibration:]), ("b", b[calibration:])):
         for chunk in np.array_split(outputs, chunks):
             certifier.add(side, score(chunk))

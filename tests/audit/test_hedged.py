@@ -1,0 +1,108 @@
+"""Hedged placement (docs/theory.md 7): a few tests placed on calibration, certified together under a union bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpaudit.attacks.discrete import fit_discrete
+from dpaudit.attacks.score_protocol import fitted_tail_model
+from dpaudit.audit.jobs.streaming import StreamingCertifier
+from dpaudit.audit.statistics.confidence import Counts, ThresholdPlan
+from dpaudit.audit.statistics.estimators import epsilon_lower_bound, finish_epsilon, plan_epsilon
+from dpaudit.audit.statistics.hedged import THIN_SPAN, PlanFamily, family_of
+from dpaudit.audit.statistics.thresholds import planning_floor, thin_tests
+
+
+def _members() -> tuple[ThresholdPlan, ThresholdPlan]:
+    wide = ThresholdPlan(1.0, np.array([0.0]), {"calibration_a": 10, "calibration_b": 10})
+    thin = ThresholdPlan(-1.0, np.array([-2.5]), {"calibration_a": 10, "calibration_b": 10},
+                         tie_fractions=np.array([0.5]), tie_seed=3)
+    return wide, thin
+
+
+def test_a_family_counts_member_by_member_and_cuts_its_counts_back():
+    wide, thin = _members()
+    family = family_of([wide, None, thin, wide])  # None dropped, the repeated plan certified once
+    assert isinstance(family, PlanFamily) and family.members == (wide, thin)
+    assert family.sign == 1.0 and family.orientation == wide.orientation
+    scores = np.random.default_rng(0).normal(size=1_000).round(1)  # ties at the thin member's threshold
+    for side in ("a", "b"):
+        for chunk in (0, 4):
+            expected = np.concatenate([wide.count(side, scores, chunk), thin.count(side, scores, chunk)])
+            assert family.count(side, scores, chunk).tolist() == expected.tolist()
+    parts = family.parts(Counts.of(family, scores, scores + 0.3))
+    assert [p.false_positives.tolist() for p in parts] == [wide.count("a", scores).tolist(),
+                                                            thin.count("a", scores).tolist()]
+    assert family_of([wide, wide]) is wide  # one distinct plan: no family
+
+
+def test_the_hedged_bound_is_the_best_member_certified_at_its_share_of_beta():
+    rng = np.random.default_rng(1)
+    cert_a, cert_b = rng.normal(0.0, 1.0, 200_000), rng.normal(0.2, 1.0, 200_000)
+    wide, thin = _members()
+    thin = ThresholdPlan(1.0, np.array([2.5]), wide.calibration)
+    family = family_of([wide, thin])
+    counts = Counts.of(family, cert_a, cert_b)
+    hedged = finish_epsilon(family, counts, delta=0.0, confidence=0.95)
+    members = [finish_epsilon(m, Counts.of(m, cert_a, cert_b), delta=0.0, confidence=0.975) for m in (wide, thin)]
+    alone = [finish_epsilon(m, Counts.of(m, cert_a, cert_b), delta=0.0, confidence=0.95) for m in (wide, thin)]
+    assert hedged.epsilon_lower_bound == max(m.epsilon_lower_bound for m in members)
+    # the union bound is paid: each member at beta / 2 certifies less than at beta
+    assert all(m.epsilon_lower_bound < a.epsilon_lower_bound for m, a in zip(members, alone))
+    assert hedged.confidence == 0.95 and hedged.failure_split["tests"] == 2
+    assert hedged.failure_split["per_test"] == pytest.approx(0.025)
+    assert [h["epsilon_lower_bound"] for h in hedged.hedge] == [m.epsilon_lower_bound for m in members]
+    assert hedged.to_dict()["hedge"][hedged.failure_split["reported"]]["threshold"] == hedged.threshold
+
+
+def test_the_thin_member_keeps_to_tails_below_its_widest_side():
+    n = 100_000  # sides (smaller of region and complement) of 28, 1,200, 11,000 and 20 + 60 pooled trials
+    fp, fn = np.array([3.0, 500, 10_000, n - 10]), np.array([n - 25.0, n - 700, n - 1_000, 10])
+    assert thin_tests(fp, fn, n, n).tolist() == [True, False, False, True]  # the floor of 100
+    assert thin_tests(fp, fn, n, n, widest=2_000).tolist() == [True, False, True, True]
+    # nothing narrower than ``widest`` but the floor's thin tests: only the floor applies
+    assert thin_tests(fp, fn, n, n, widest=1_000).tolist() == [True, False, False, True]
+
+
+def test_hedged_plans_need_a_planned_budget_and_a_split_threshold():
+    rng = np.random.default_rng(2)
+    cal_a, cal_b = rng.normal(0.0, 1.0, 20_000), rng.normal(0.3, 1.0, 20_000)
+    for kwargs in ({}, {"threshold": "union", "planned": (90_000, 90_000)}):
+        plan = plan_epsilon(cal_a, cal_b, delta=0.0, confidence=0.95, tail_model="hedged", **kwargs)
+        assert isinstance(plan, ThresholdPlan)
+    plan = plan_epsilon(cal_a, cal_b, delta=0.0, confidence=0.95, tail_model="hedged", planned=(180_000, 180_000))
+    members = plan.members if isinstance(plan, PlanFamily) else (plan,)
+    assert 1 <= len(members) <= 3
+    floor = planning_floor(cal_a.size, cal_b.size)
+    thin = plan_epsilon(cal_a, cal_b, delta=0.0, confidence=0.95, planned=(180_000, 180_000),
+                        widest=THIN_SPAN * floor)
+    region = np.sum(thin.sign * cal_a >= thin.sign * thin.thresholds[0]) \
+        + np.sum(thin.sign * cal_b >= thin.sign * thin.thresholds[0])
+    assert floor <= min(region, cal_a.size + cal_b.size - region) < THIN_SPAN * floor
+    assert any(m.thresholds[0] == thin.thresholds[0] for m in members)
+
+
+def test_the_discrete_score_is_placed_hedged_through_the_streaming_certifier():
+    rng = np.random.default_rng(3)
+    cal_a, cal_b = rng.integers(0, 4, (4_000, 2)), rng.integers(0, 4, (4_000, 2))
+    cal_b[:400, 0] = 3  # outcome (3, *) more likely under S'
+    score = fit_discrete(cal_a, cal_b, seed=0)
+    assert fitted_tail_model(score) == "hedged"
+    certifier = StreamingCertifier(score(cal_a), score(cal_b), delta=0.0, confidence=0.95,
+                                   planned=(36_000, 36_000), tail_model=fitted_tail_model(score))
+    certifier.add("a", score(rng.integers(0, 4, (36_000, 2))))
+    b = rng.integers(0, 4, (36_000, 2))
+    b[:3_600, 0] = 3
+    certifier.add("b", score(b))
+    epsilon = certifier.finish().estimates["epsilon"]
+    assert epsilon.epsilon_lower_bound > 0.1
+    if isinstance(certifier.plans["epsilon"], PlanFamily):
+        assert epsilon.confidence == 0.95 and len(epsilon.hedge) == len(certifier.plans["epsilon"].members)
+
+
+def test_one_shot_bounds_take_the_hedged_model_too():
+    rng = np.random.default_rng(4)
+    a, b = rng.laplace(0.0, 1.0, 200_000), rng.laplace(0.5, 1.0, 200_000)  # a Laplace shift: pure epsilon 0.5
+    hedged = epsilon_lower_bound(a, b, delta=0.0, seed=0, tail_model="hedged")
+    assert 0.25 < hedged.epsilon_lower_bound <= 0.5 and hedged.confidence == 0.95
