@@ -126,12 +126,11 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
     """
     delta, beta = check_delta(delta), 1 - check_confidence(confidence)
     tail_model = check_choice("tail_model", tail_model, TAIL_MODELS)
-    objective = _epsilon_objective(delta)
-    sizes = calibration_sizes(cal_a, cal_b)
     if threshold != "split":
+        objective = _epsilon_objective(delta)
         sign = orientation(cal_a, cal_b, beta / 2, objective)
         return ThresholdPlan(sign, thresholds_for(threshold, sign * cal_a, sign * cal_b, beta, grid_size, objective),
-                             sizes)
+                             calibration_sizes(cal_a, cal_b))
     place = functools.partial(_placed, cal_a, cal_b, delta=delta, beta=beta, planned=planned, seed=seed,
                               candidates=candidates)
     if planned is None or tail_model == "calibration":
