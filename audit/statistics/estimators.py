@@ -139,19 +139,22 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
     if tail_model == "tilt":
         return place(tilt, (widest,))[0]
     # hedged: the counts' test and the thin tail's from one pass over the candidates, and the tilt's
-    tilted = place(tilt, (np.inf,))[0] if tilt is not None else None
-    return family_of([*place(None, (widest, THIN_SPAN * planning_floor(cal_a.size, cal_b.size))),
-                      tilted if tilted is not None and tilted.placement == "tilt" else None])
+    # (its smoothed rates only: where they plan nothing positive it has no member)
+    tilted = place(tilt, (np.inf,), counted=False)[0] if tilt is not None else None
+    return family_of([*place(None, (widest, THIN_SPAN * planning_floor(cal_a.size, cal_b.size))), tilted])
 
 
 def _placed(cal_a, cal_b, tilt, widths: tuple[float, ...], *, delta: float, beta: float,
-            planned: tuple[int, int] | None, seed: int, candidates: int) -> list[ThresholdPlan]:
+            planned: tuple[int, int] | None, seed: int, candidates: int,
+            counted: bool = True) -> list[ThresholdPlan | None]:
     """The split plan under each ``widest`` of ``widths`` (``thin_tests``), all from one pass over the
     candidate tests per planning level: smoothed rates first where ``tilt`` is given, then the calibration
-    counts at each of ``PLANNING_LEVELS`` until a test plans a positive bound (docs/theory.md 7)."""
+    counts at each of ``PLANNING_LEVELS`` until a test plans a positive bound (docs/theory.md 7). With
+    ``counted=False`` only the smoothed rates place it, and a width where they plan nothing positive is None."""
     objective = _epsilon_objective(delta)
+    levels = (PLANNING_LEVELS if planned is not None else PLANNING_LEVELS[:1]) if counted else ()
     attempts = ([(None, tilt)] if tilt is not None else []) + [  # smoothed rates first (docs/theory.md 7)
-        (level, None) for level in (PLANNING_LEVELS if planned is not None else PLANNING_LEVELS[:1])]
+        (level, None) for level in levels]
     chosen: dict[int, tuple] = {}
     for number, (level, smooth) in enumerate(attempts):
         pending = [k for k in range(len(widths)) if k not in chosen]
@@ -166,13 +169,16 @@ def _placed(cal_a, cal_b, tilt, widths: tuple[float, ...], *, delta: float, beta
         for row, k in enumerate(pending):
             best_separate = max(((*separate[s][row], s) for s in (1.0, -1.0)), key=lambda r: r[2])
             best_joint = max(((*joint[s][row], s) for s in (1.0, -1.0)), key=lambda r: r[2])
-            if max(best_separate[2], best_joint[2]) > 0 or number == len(attempts) - 1:
+            if max(best_separate[2], best_joint[2]) > 0 or (counted and number == len(attempts) - 1):
                 placement = "tilt" if smooth is not None else (
                     f"calibration (level {level})" if planned is not None else "calibration (certified on it)")
                 chosen[k] = (best_separate, best_joint, placement)
     sizes = calibration_sizes(cal_a, cal_b)
     plans = []
     for k in range(len(widths)):
+        if k not in chosen:  # counted=False: the smoothed rates planned nothing positive
+            plans.append(None)
+            continue
         separate, joint, placement = chosen[k]
         if joint[2] > separate[2]:
             plans.append(ThresholdPlan(joint[4], np.array([joint[0]]), sizes, method="conditional",
