@@ -7,12 +7,17 @@ Modes (``--mode``):
 * ``suite``: the suite as ``dpaudit zoo --suite black-box`` runs it at
   ``--trials`` per side (default 10^6): per algorithm the pair chosen, the
   claim, true epsilon, ceiling, certified bound, verdict and seconds.
+* ``screen``: per algorithm and seed the pair the suite's screen chooses
+  for an audit of ``--trials`` and its exact ceiling there (no audit);
+  ``--finalists`` and ``--final-factor`` set the second round, to compare
+  settings on the same screening seeds.
 * ``monotone``: per algorithm the median certified bound over ``--seeds``
   seeds at ``--trials`` and at ten times that, with the ceiling at both; a
   drop beyond the sampling error (the median at 1x above the largest bound
   at 10x) is flagged.
 
-Run: ``python benchmarks/blackbox.py --mode suite [--trials 1e6] [--only svt] [--json]``.
+Run: ``python benchmarks/blackbox.py --mode suite [--trials 1e6] [--only svt] [--json]``;
+``python benchmarks/blackbox.py --mode screen --only svt4 --seeds 8 --finalists 3 --final-factor 4``.
 Quote seconds as ratios measured in one run on a quiet machine.
 """
 
@@ -27,8 +32,9 @@ import time
 
 import numpy as np
 
+import dpaudit.audit.checks.vector_pairs as vector_pairs
 from dpaudit.audit.checks.vector_pairs import pattern_pairs
-from dpaudit.audit.checks.zoo.blackbox_suite import SUITE, run_algorithm
+from dpaudit.audit.checks.zoo.blackbox_suite import SUITE, run_algorithm, screen_algorithm
 
 
 def _selected(only):
@@ -62,6 +68,24 @@ def suite_rows(trials: int, only, seed: int) -> list[dict]:
     return rows
 
 
+def screen_rows(trials: int, only, seeds: int, finalists: int, final_factor: int) -> list[dict]:
+    vector_pairs.FINAL_FACTOR = final_factor  # read by the screen at each call
+    rows = []
+    for algorithm in _selected(only):
+        ceilings: dict[str, float | None] = {}
+        for seed in range(seeds):
+            start = time.perf_counter()
+            _, chosen, _ = screen_algorithm(algorithm, trials=trials, seed=seed, finalists=finalists)
+            if chosen.name not in ceilings:
+                ceilings[chosen.name] = (algorithm.law(chosen.first, chosen.second).ceiling(trials)
+                                         if algorithm.law is not None else None)
+            rows.append({"algorithm": algorithm.name, "seed": seed, "pair": chosen.name,
+                         "ceiling": ceilings[chosen.name], "finalists": finalists, "final_factor": final_factor,
+                         "seconds": time.perf_counter() - start})
+            print(rows[-1], file=sys.stderr, flush=True)
+    return rows
+
+
 def monotone_rows(trials: int, only, seeds: int) -> list[dict]:
     rows = []
     for algorithm in _selected(only):
@@ -87,12 +111,14 @@ def _fmt(value) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", choices=("laws", "suite", "monotone"), default="suite")
+    parser.add_argument("--mode", choices=("laws", "suite", "screen", "monotone"), default="suite")
     parser.add_argument("--trials", type=float, default=1e6)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--finalists", type=int, default=vector_pairs.FINALISTS)
+    parser.add_argument("--final-factor", type=int, default=vector_pairs.FINAL_FACTOR)
     args = parser.parse_args(argv)
     trials = int(args.trials)
     start = time.perf_counter()
@@ -100,6 +126,8 @@ def main(argv=None) -> int:
         rows = law_rows(trials, args.only)
     elif args.mode == "suite":
         rows = suite_rows(trials, args.only, args.seed)
+    elif args.mode == "screen":
+        rows = screen_rows(trials, args.only, args.seeds, args.finalists, args.final_factor)
     else:
         rows = monotone_rows(trials, args.only, args.seeds)
     if args.json:
@@ -122,6 +150,14 @@ def main(argv=None) -> int:
             shares = [r["epsilon_lower_bound"] / r["ceiling"] for r in correct]
             print(f"correct algorithms with a ceiling: certified / ceiling median {np.median(shares):.2f}, "
                   f"min {min(shares):.2f}")
+    elif args.mode == "screen":
+        for row in rows:
+            print(f"{row['algorithm']:<28} seed {row['seed']} {row['pair']:<18} ceiling@{trials:g} "
+                  f"{_fmt(row['ceiling'])} {row['seconds']:.1f}s")
+        for name in dict.fromkeys(row["algorithm"] for row in rows):
+            known = [row["ceiling"] for row in rows if row["algorithm"] == name and row["ceiling"] is not None]
+            if known:
+                print(f"{name:<28} mean chosen ceiling {np.mean(known):.4f}")
     else:
         for row in rows:
             print(f"{row['algorithm']:<28} median {_fmt(row['median_1x'])} at {trials:g}, "

@@ -22,8 +22,8 @@ half (an estimate, never certified; the penalty keeps rare tails that are
 pure noise from winning). At small epsilons a screen of a few 10^4 trials
 ranks the patterns mostly by luck, so the screen has two rounds (successive
 halving): every pattern on ``screen_trials``, then the :data:`FINALISTS`
-strongest again on :data:`FINAL_FACTOR` times as many fresh trials, where
-the strongest of that round is chosen. The chosen candidate is then certified on
+(four) strongest again on :data:`FINAL_FACTOR` (eight) times as many fresh
+trials, where the strongest of that round is chosen. The chosen candidate is then certified on
 fresh trials by the caller: the choice is a function of screening data
 alone, so it costs nothing in the failure probability (docs/theory.md 3.8).
 
@@ -59,8 +59,12 @@ RELATIONS = ("component-wise", "one-answer")
 #: and chose its one-up-rest-down pair (ceiling 0.109 at 10^6 trials) on one of seeds 0-3; with it, pairs of
 #: ceiling 0.198 on all four (docs/theory.md 8).
 SCREEN_SCORES = ("projection", "gaussian", "difference", "histogram", "discrete")
-FINALISTS = 3  #: patterns screened again in the second round
-FINAL_FACTOR = 4  #: the second round's trials per side, in multiples of ``screen_trials``
+#: Patterns screened again in the second round. With 3 finalists on 4 times the trials, SVT4 (10^6 trials,
+#: screening seeds 0-7) lost its strongest pairs (X, half up and half down: ceiling 0.152) to pairs whose
+#: ceiling is below its claim on 3 of 8 seeds, and SVT3 to pairs of ceiling 0.114 and 0.045 on 2 of 8: an
+#: atom holding 1% of the trials is out of a first round's reach (docs/theory.md 8)
+FINALISTS = 4
+FINAL_FACTOR = 8  #: the second round's trials per side, in multiples of ``screen_trials``
 HISTOGRAM_MAX_OUTCOMES = 4096  # more distinct output rows than this: no histogram screen
 
 

@@ -23,14 +23,14 @@ from typing import Any
 import numpy as np
 
 from dpaudit.audit.jobs.api import audit
-from dpaudit.audit.checks.vector_pairs import screen_vector_pairs
+from dpaudit.audit.checks.vector_pairs import VectorCandidate, screen_vector_pairs
 from dpaudit.audit.checks.zoo import blackbox as bb
 from dpaudit.audit.checks.zoo import blackbox_laws as laws
 from dpaudit.audit.checks.zoo import svt_laws
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.wrapped import BatchedCallableMechanism, from_batched_callable
 
-__all__ = ["SUITE", "Algorithm", "SuiteResult", "run_blackbox_suite"]
+__all__ = ["SUITE", "Algorithm", "SuiteResult", "run_blackbox_suite", "screen_algorithm"]
 
 EPS = 0.1  # the published claim of most of the suite
 Law = Callable[[np.ndarray, np.ndarray], laws.OutputLaw]
@@ -185,15 +185,25 @@ def _assert_private_audit(mechanism, pair, *, claim: float, trials: int, confide
                  seed=seed, sequential=True, claimed_epsilon=claim, chunk_size=chunk_size)
 
 
+def screen_algorithm(algorithm: Algorithm, *, trials: int, seed: int = 0, screen_trials: int | None = None,
+                     **screen_options: Any) -> tuple[list[dict[str, Any]], VectorCandidate, np.random.SeedSequence]:
+    """The suite's pair search for an audit of ``trials`` per side: the screen's table, the chosen pair and
+    the seed its audit certifies from (one the screen never drew from); ``screen_options`` go to
+    :func:`~dpaudit.audit.checks.vector_pairs.screen_vector_pairs` (``finalists``, ``scores``)."""
+    screen_trials = screen_trials or max(20_000, trials // 20)
+    screening, certifying = np.random.SeedSequence([seed, 0xB1ACB0]).spawn(2)
+    table, chosen = screen_vector_pairs(algorithm.mechanism(), queries=algorithm.queries,
+                                        relation=algorithm.relation, screen_trials=screen_trials, seed=screening,
+                                        **screen_options)
+    return table, chosen, certifying
+
+
 def run_algorithm(algorithm: Algorithm, *, trials: int, seed: int = 0, confidence: float = 0.95,
                   screen_trials: int | None = None, with_law: bool = True) -> SuiteResult:
     """Screen ``algorithm``'s patterns, audit the strongest pair at its claim, compare with its exact law."""
     start = time.perf_counter()
-    screen_trials = screen_trials or max(20_000, trials // 20)
-    screening, certifying = np.random.SeedSequence([seed, 0xB1ACB0]).spawn(2)
+    _, chosen, certifying = screen_algorithm(algorithm, trials=trials, seed=seed, screen_trials=screen_trials)
     mechanism = algorithm.mechanism()
-    _, chosen = screen_vector_pairs(mechanism, queries=algorithm.queries, relation=algorithm.relation,
-                                    screen_trials=screen_trials, seed=screening)
     result = _assert_private_audit(mechanism, chosen.datasets(), claim=algorithm.claim, trials=trials,
                                    confidence=confidence, seed=int(certifying.generate_state(1)[0]))
     bound = result.epsilon_lower_bound
