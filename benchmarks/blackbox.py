@@ -69,13 +69,13 @@ def suite_rows(trials: int, only, seed: int) -> list[dict]:
 
 
 def screen_rows(trials: int, only, seeds: int, finalists: int, final_factor: int) -> list[dict]:
-    vector_pairs.FINAL_FACTOR = final_factor  # read by the screen at each call
     rows = []
     for algorithm in _selected(only):
         ceilings: dict[str, float | None] = {}
         for seed in range(seeds):
             start = time.perf_counter()
-            _, chosen, _ = screen_algorithm(algorithm, trials=trials, seed=seed, finalists=finalists)
+            _, chosen, _ = screen_algorithm(algorithm, trials=trials, seed=seed, finalists=finalists,
+                                            final_factor=final_factor)
             if chosen.name not in ceilings:
                 ceilings[chosen.name] = (algorithm.law(chosen.first, chosen.second).ceiling(trials)
                                          if algorithm.law is not None else None)

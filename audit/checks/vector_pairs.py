@@ -178,14 +178,17 @@ def _strength(mechanism: Mechanism, candidate: VectorCandidate, scores: Sequence
 def screen_vector_pairs(mechanism: Mechanism, *, queries: int, center: float = 1.0, sensitivity: float = 1.0,
                         relation: str = "component-wise", scores: Sequence[str] = SCREEN_SCORES,
                         screen_trials: int = 20_000, seed: np.random.SeedSequence | int = 0,
-                        finalists: int = FINALISTS) -> tuple[list[dict[str, Any]], VectorCandidate]:
+                        finalists: int = FINALISTS, final_factor: int = FINAL_FACTOR
+                        ) -> tuple[list[dict[str, Any]], VectorCandidate]:
     """Screen every pattern pair of ``mechanism``; return the table and the chosen pair.
 
     Every pattern is screened on ``screen_trials`` per side; the ``finalists`` strongest (none when
-    0, or when there are no more patterns than that) again on ``FINAL_FACTOR * screen_trials``
+    0, or when there are no more patterns than that) again on ``final_factor * screen_trials``
     fresh trials, and the strongest of that round is chosen (its row has ``final_epsilon``).
     ``seed`` drives the screening only; certify the chosen pair from a seed it never drew from.
     """
+    if isinstance(final_factor, bool) or not isinstance(final_factor, int) or final_factor < 1:
+        raise ParameterError(f"final_factor must be an integer >= 1, got final_factor={final_factor!r}")
     candidates = pattern_pairs(queries, center=center, sensitivity=sensitivity, relation=relation)
     root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence([int(seed), 0x7EC5])
     first_round, second_round = root.spawn(2)
@@ -198,7 +201,7 @@ def screen_vector_pairs(mechanism: Mechanism, *, queries: int, center: float = 1
         return table, candidates[order[0]]
     best = None
     for index, child in zip(order[:finalists], second_round.spawn(finalists)):
-        strength, score = _strength(mechanism, candidates[index], scores, FINAL_FACTOR * screen_trials, child)
+        strength, score = _strength(mechanism, candidates[index], scores, final_factor * screen_trials, child)
         table[index].update(final_epsilon=strength, final_score=score)
         if best is None or strength > best[0]:
             best = (strength, index)

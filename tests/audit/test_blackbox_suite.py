@@ -130,6 +130,8 @@ def test_the_screen_chooses_among_finalists_screened_again_on_fresh_trials():
     table, chosen = screen_vector_pairs(mechanism, queries=10, screen_trials=2_000, seed=3, finalists=0)
     assert all("final_epsilon" not in row for row in table)
     assert chosen.name == max(table, key=lambda row: row["screen_epsilon"])["name"]
+    with pytest.raises(ParameterError, match="final_factor=0"):
+        screen_vector_pairs(mechanism, queries=10, screen_trials=2_000, seed=3, final_factor=0)
 
 
 def test_the_screen_reads_sentinel_outputs_with_the_audits_discrete_score():

@@ -189,7 +189,7 @@ def screen_algorithm(algorithm: Algorithm, *, trials: int, seed: int = 0, screen
                      **screen_options: Any) -> tuple[list[dict[str, Any]], VectorCandidate, np.random.SeedSequence]:
     """The suite's pair search for an audit of ``trials`` per side: the screen's table, the chosen pair and
     the seed its audit certifies from (one the screen never drew from); ``screen_options`` go to
-    :func:`~dpaudit.audit.checks.vector_pairs.screen_vector_pairs` (``finalists``, ``scores``)."""
+    :func:`~dpaudit.audit.checks.vector_pairs.screen_vector_pairs` (``finalists``, ``final_factor``, ``scores``)."""
     screen_trials = screen_trials or max(20_000, trials // 20)
     screening, certifying = np.random.SeedSequence([seed, 0xB1ACB0]).spawn(2)
     table, chosen = screen_vector_pairs(algorithm.mechanism(), queries=algorithm.queries,
