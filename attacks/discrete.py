@@ -68,7 +68,7 @@ from dpaudit.mechanisms.errors import ParameterError
 if TYPE_CHECKING:
     from dpaudit.attacks.score_protocol import ScoreFunction
 
-__all__ = ["ATOM_SHARE", "Encoding", "MAX_LEVELS", "PSEUDO_COUNT", "SPLIT_MARGIN", "TAIL_MODEL", "coarsen",
+__all__ = ["ATOM_SHARE", "CALIBRATION_SHARE", "Encoding", "MAX_LEVELS", "PSEUDO_COUNT", "SPLIT_MARGIN", "TAIL_MODEL", "coarsen",
            "fit_discrete", "fit_encoding", "median_cuts", "outcome_codes"]
 
 MAX_LEVELS = 32  #: a coordinate with at most this many distinct calibration values is a category
@@ -82,6 +82,10 @@ SPLIT_MARGIN = 2.0
 #: How the score's test is placed: the calibration counts' test, the best in a thin tail and the exponential
 #: tilt's, certified together under a union bound (``audit.statistics.hedged``, docs/theory.md 7)
 TAIL_MODEL = "hedged"
+#: The share of the trials this score asks the runner to calibrate on (``audit.jobs.runner``; at least the
+#: ``calibration_fraction`` setting): it fits one effect per coordinate and category, each about as large as its
+#: noise at epsilon 0.1, and places its test on the same trials (docs/theory.md 7 gives the figures)
+CALIBRATION_SHARE = 0.3
 _HASH = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5],
                  dtype=np.uint64)
 
@@ -255,6 +259,7 @@ def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray,
     outcome_table.preferred = True
     outcome_table.values = "categories"
     outcome_table.tail_model = TAIL_MODEL
+    outcome_table.calibration_share = CALIBRATION_SHARE
     return outcome_table
 
 
@@ -291,6 +296,7 @@ def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int):
     encoded.preferred = preferred
     encoded.values = "linear"
     encoded.tail_model = TAIL_MODEL
+    encoded.calibration_share = CALIBRATION_SHARE
     return encoded
 
 
@@ -315,6 +321,7 @@ def _fit_split(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray, linear:
     split.preferred = True
     split.values = "median split"
     split.tail_model = TAIL_MODEL
+    split.calibration_share = CALIBRATION_SHARE
     split.cuts = cuts
     return split
 

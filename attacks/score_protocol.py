@@ -17,8 +17,8 @@ import numpy as np
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.mechanisms.errors import ParameterError
 
-__all__ = ["TAIL_MODELS", "Score", "ScoreFunction", "check_score", "fitted_tail_model", "score_applies", "score_fitted",
-           "score_needs_calibration"]
+__all__ = ["TAIL_MODELS", "Score", "ScoreFunction", "check_score", "fitted_calibration_share", "fitted_tail_model",
+           "score_applies", "score_fitted", "score_needs_calibration"]
 
 #: How a fitted score's calibration rates place the epsilon test: as counted, by its exponential tilt
 #: (``audit.statistics.tilt``), or hedged: the counts' test, the thin tail's and the tilt's certified together
@@ -134,3 +134,23 @@ def fitted_tail_model(function: ScoreFunction) -> str:
         raise ParameterError(f"a fitted score's tail_model must be one of {', '.join(TAIL_MODELS)}, got "
                              f"tail_model={model!r}")
     return model
+
+
+def fitted_calibration_share(function: ScoreFunction) -> float:
+    """The share of the trials a fitted score asks to be calibrated on (0: no request).
+
+    A fitted score function may carry ``calibration_share``: the runner (``audit.jobs.runner``) then
+    draws that share of the trials as calibration (out of the certification part) when the
+    ``calibration_fraction`` setting is smaller, and fits again on all of it. The ``discrete`` score asks
+    for ``attacks.discrete.CALIBRATION_SHARE``: it fits many effects, each about as large as its noise.
+
+    Raises
+    ------
+    ParameterError
+        When ``calibration_share`` is not a number in [0, 0.5).
+    """
+    share = getattr(function, "calibration_share", 0.0)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < 0.5:
+        raise ParameterError(f"a fitted score's calibration_share must be a number in [0, 0.5), got "
+                             f"calibration_share={share!r}")
+    return float(share)

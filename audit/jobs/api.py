@@ -112,6 +112,10 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
     **settings
         ``trials``, ``delta``, ``confidence``, ``seed``, ``threshold``,
         ``chunk_size``, ``calibration_fraction`` (defaults as in configs).
+        ``calibration_fraction`` (default 0.1) is the least share of the trials
+        the scores are fitted and the tests placed on: a fitted score may ask
+        for more (the ``discrete`` score, 0.3), and ``attack["calibration_trials"]``
+        in the result says how many calibrated.
 
     Returns
     -------

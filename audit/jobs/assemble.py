@@ -97,9 +97,13 @@ def _index_result(job: AuditJob, pair: CanaryPair, source: ScoreSource, confiden
         ceiling_source=source, theory_slack=judged.theory_slack())
 
 
-def _attack(job: AuditJob, chosen: dict[int, str] | None, candidates: dict[int, tuple] | None) -> dict[str, Any]:
-    """The ``attack`` table: the score that certified (``score``) and, for a portfolio, every candidate."""
+def _attack(job: AuditJob, chosen: dict[int, str] | None, candidates: dict[int, tuple] | None,
+            calibration: int | None = None) -> dict[str, Any]:
+    """The ``attack`` table: the score that certified (``score``), for a portfolio every candidate, and the
+    calibration trials per dataset where known."""
     table = job.attack_table()
+    if calibration is not None:
+        table["calibration_trials"] = calibration
     if len(job.scores) > 1:
         names = sorted(set((chosen or {}).values()))
         table["requested"] = job.description.get("attack", {}).get("score")
@@ -113,7 +117,8 @@ def _attack(job: AuditJob, chosen: dict[int, str] | None, candidates: dict[int, 
 def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str, Any],
              store: str | None = None, chosen: dict[int, str] | None = None,
              candidates: dict[int, tuple] | None = None, confidence: float | None = None,
-             trials: int | None = None, sequential: dict[str, Any] | None = None) -> AuditResult:
+             trials: int | None = None, sequential: dict[str, Any] | None = None,
+             calibration: int | None = None) -> AuditResult:
     """Certify every canary position, evaluate claims and verdicts, and build the result.
 
     Parameters
@@ -136,6 +141,9 @@ def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str
         Trials per dataset used (default the audit's; fewer when a sequential audit stopped early).
     sequential : dict, optional
         The looks' record (``Looks.record``), kept in the result.
+    calibration : int, optional
+        Calibration trials per dataset, recorded in the ``attack`` table as ``calibration_trials``
+        (more than ``calibration_fraction`` asks for where a fitted score asked for a larger share).
     """
     settings = job.settings
     beta = 1 - (settings.confidence if confidence is None else confidence)
@@ -158,7 +166,7 @@ def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str
         mechanism={"name": job.mechanism.name, "params": job.mechanism.params,
                    "inapplicable": sorted(job.mechanism.inapplicable()),
                    "release_grid": job.mechanism.release_grid}, canary=canary,
-        attack=_attack(job, chosen, candidates), audit=settings.to_dict(),
+        attack=_attack(job, chosen, candidates, calibration), audit=settings.to_dict(),
         seed=settings.seed, code_version=code_version(), code_fingerprint=job.code_fingerprint,
         config_source=job.source, empirical=empirical, claims=top.claims, per_index=per_index, verdict=verdict,
         verdict_reason=(top.verdict_reason if verdict != "violation" else "violated claims: " + ", ".join(violations)),

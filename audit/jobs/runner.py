@@ -6,24 +6,21 @@ results depend on the root seed and the chunk size only, never on the
 number of workers, the backend or the order in which chunks finish.
 
 Phase 1 samples the calibration chunks (scores, or outputs when the score
-is fitted); phase 2 fits the scores; phase 3 samples and scores the
+is fitted); phase 2 fits the scores, and where a fitted score asks for a
+larger calibration share (``calibration_share``: the ``discrete`` score,
+which fits many small effects) draws the extra calibration chunks out of the
+certification part and fits again; phase 3 samples and scores the
 certification chunks; phase 4 certifies and judges. A unit already in the
 store is never recomputed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import logging
-import math
 import os
-import socket
 import sys
 import time
-import urllib.parse
 from collections import Counter
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -34,13 +31,15 @@ from dpaudit.attacks.scores import ScoreFunction
 from dpaudit.audit.jobs.assemble import assemble
 from dpaudit.audit.statistics.budget import check_budget
 from dpaudit.audit.jobs.fingerprint import code_version
+from dpaudit.audit.jobs.backend import check_scheduler, execution_backend
 from dpaudit.audit.jobs.job import AuditJob
+from dpaudit.audit.jobs.parts import calibration_chunks, calibration_trials, chunk_sizes, requested_calibration
 from dpaudit.audit.statistics.portfolio import Candidate, choose_score
 from dpaudit.audit.statistics.sequential import Looks, plan_looks
 from dpaudit.audit.jobs.result import AuditResult
 from dpaudit.audit.jobs.store import ChunkKey, Store, new_owner
 from dpaudit.audit.jobs.store_source import store_sources
-from dpaudit.mechanisms.errors import DPAuditError, ParameterError
+from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.models.progress import training_progress
 
 if TYPE_CHECKING:
@@ -49,28 +48,12 @@ if TYPE_CHECKING:
 __all__ = ["RunOptions", "calibration_trials", "check_scheduler", "chunk_sizes", "run_audits", "run_configs",
            "unit_seed"]
 _SIDES = {"a": 0, "b": 1}
-_CLUSTER_LOGGERS = ("distributed", "tornado", "bokeh", "asyncio")
 _PARTS = {"cal": 0, "cert": 1}
 
 
 def unit_seed(root: int, index: int, side: str, part: str, chunk: int) -> np.random.SeedSequence:
     """The seed of one chunk: independent of workers, backend and order of completion."""
     return np.random.SeedSequence(root, spawn_key=(index, _SIDES[side], _PARTS[part], chunk))
-
-
-def chunk_sizes(total: int, size: int) -> list[int]:
-    """``total`` trials in chunks of at most ``size``."""
-    return [min(size, total - k * size) for k in range(math.ceil(total / size))]
-
-
-def calibration_trials(trials: int, fraction: float) -> int:
-    """Trials per dataset set aside for calibration (scores are fitted and thresholds chosen on them)."""
-    if not 0 < fraction < 1:
-        raise ParameterError(f"calibration_fraction must be in (0, 1), got calibration_fraction={fraction}")
-    count = int(math.ceil(fraction * trials))
-    if count < 1 or count >= trials:
-        raise ParameterError(f"trials={trials} is too few to set aside a calibration part")
-    return count
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -113,6 +96,7 @@ class _Plan:
     pairs: dict[int, CanaryPair]
     n_cal: int
     n_cert: int
+    n_cal_first: int = 0  # the calibration part sampled before any score is fitted (``n_cal`` until widened)
     scorers: dict[int, ScoreFunction] = dataclasses.field(default_factory=dict)
     looks: Looks = dataclasses.field(default=None)  # type: ignore[assignment]
     chosen: dict[int, str] = dataclasses.field(default_factory=dict)
@@ -149,66 +133,6 @@ def _run_unit(number: int, pair: CanaryPair, key: ChunkKey, trials: int, root: i
 
 def _fitted(plan: _Plan) -> bool:
     return plan.job.fitted
-
-
-@contextlib.contextmanager
-def _backend(options: RunOptions) -> Iterator[int]:
-    """Yield ``n_jobs`` inside the right joblib backend."""
-    options.check()
-    workers = options.workers
-    if options.backend == "local":
-        yield workers or -1
-        return
-    address = check_scheduler(options.scheduler)
-    try:
-        from dask.distributed import Client
-    except ImportError:
-        raise DPAuditError("backend 'dask' needs the distributed extra: pip install 'dpaudit[distributed]'") from None
-    import joblib
-
-    if not options.verbose:  # distributed sets levels of its own loggers at import: quiet each one
-        names = [name for name in logging.root.manager.loggerDict if name.split(".")[0] in _CLUSTER_LOGGERS]
-        for name in {*names, *_CLUSTER_LOGGERS}:
-            logging.getLogger(name).setLevel(logging.CRITICAL)
-    try:
-        client = Client(address, timeout=10)
-    except (OSError, TimeoutError) as exc:
-        raise DPAuditError(f"cannot reach the Dask scheduler at {address} ({type(exc).__name__})") from None
-    try:
-        with joblib.parallel_config(backend="dask"):
-            yield workers or -1
-    except DPAuditError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a cluster failure mid-run, in one line
-        raise DPAuditError(f"the Dask cluster at {address} failed during the run ({type(exc).__name__}); finished "
-                           f"chunks are stored: run again to resume") from None
-    finally:
-        with contextlib.suppress(Exception):
-            client.close(timeout=5)
-
-
-def check_scheduler(address: str, timeout: float = 3.0) -> str:
-    """``tcp://host:port`` of a reachable scheduler, or a one-line error (checked before Dask starts)."""
-    try:
-        parsed = urllib.parse.urlsplit(address if "://" in address else f"tcp://{address}")
-    except ValueError:
-        raise ParameterError(f"scheduler must be an address such as tcp://127.0.0.1:8786, got {address!r}") from None
-    if parsed.scheme == "tls":
-        raise ParameterError(f"scheduler {address!r}: tls:// needs certificates dpaudit does not take; use a "
-                             "tcp:// address (e.g. through an SSH tunnel)")
-    if parsed.scheme not in ("tcp", "inproc", "ucx", "ws", "wss") or not parsed.hostname:
-        raise ParameterError(f"scheduler must be an address such as tcp://127.0.0.1:8786, got {address!r}")
-    try:
-        port = parsed.port or 8786
-    except ValueError:
-        raise ParameterError(f"scheduler {address!r} has an invalid port") from None
-    if parsed.scheme == "tcp":
-        try:
-            socket.create_connection((parsed.hostname, port), timeout=timeout).close()
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            raise DPAuditError(f"cannot reach the Dask scheduler at {parsed.hostname}:{port} ({reason})") from None
-    return f"{parsed.scheme}://{parsed.hostname}:{port}"
 
 
 def _execute(tasks: list[_Task], store: Store, n_jobs: int, bar: "tqdm", label: str,
@@ -281,18 +205,29 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
 
         total = sum(_pending(plan, part, reused[plan.audit_id]) for plan in plans for part in ("cal", "cert"))
         try:
-            with _backend(options) as n_jobs, tqdm(total=total, desc="sampling", unit="chunk", file=sys.stderr,
+            with execution_backend(options) as n_jobs, tqdm(total=total, desc="sampling", unit="chunk", file=sys.stderr,
                                                    disable=not options.progress, smoothing=0.1) as bar, \
                     training_progress(options.progress):  # models' training bars follow the audit's
                 computed = _execute(_tasks(plans, "cal", reused), store, n_jobs, bar, "calibration", audit_of, owner)
                 for plan in plans:
                     _fit_scores(plan, store)
+                widened = [plan for plan in plans if _widen(plan)]
+                if widened:  # a fitted score asked for a larger calibration part: drawn, then every score refitted
+                    done = {plan.audit_id: store.finished_chunks(plan.audit_id) for plan in plans}
+                    bar.total = bar.n + sum(_pending(plan, part, done[plan.audit_id]) for plan in plans
+                                            for part in ("cal", "cert"))
+                    computed += _execute(_tasks(widened, "cal", done, numbers=[plans.index(p) for p in widened]),
+                                         store, n_jobs, bar, "calibration", audit_of, owner)
+                    for plan in widened:
+                        _fit_scores(plan, store)
                 results: dict[int, AuditResult] = {}
                 stage = 0
                 while len(results) < len(plans):  # one stage per planned look (one for audits that do not look)
                     limits = {n: plan.looks.chunks[min(stage, plan.looks.count - 1)]
                               for n, plan in enumerate(plans) if n not in results}
                     done = {plan.audit_id: store.finished_chunks(plan.audit_id) for plan in plans}
+                    bar.total = bar.n + sum(_pending(plan, part, done[plan.audit_id]) for plan in plans
+                                            for part in ("cal", "cert"))
                     computed += _execute(_tasks(plans, "cert", done, limits), store, n_jobs, bar, "certification",
                                          audit_of, owner)
                     for number in limits:
@@ -336,7 +271,8 @@ def _result(plan: _Plan, store: Store, look: int, computed: Counter, started: fl
                              "chunks_computed": computed[plan.audit_id],
                              "chunks_reused": total - computed[plan.audit_id]},
                     store=str(options.store), confidence=plan.looks.confidence_at(look), trials=used,
-                    sequential=plan.looks.record(look, used) if plan.job.sequential else None)
+                    sequential=plan.looks.record(look, used) if plan.job.sequential else None,
+                    calibration=plan.n_cal)
 
 
 def run_configs(configs: list, options: RunOptions, *, sequential: bool = False) -> list[AuditResult]:
@@ -349,22 +285,48 @@ def run_configs(configs: list, options: RunOptions, *, sequential: bool = False)
     return run_audits([config.job(sequential=sequential) for config in configs], options)
 
 
+def _part_sizes(plan: _Plan, part: str) -> list[int]:
+    """The trials of each chunk of ``part`` (``audit.jobs.parts``)."""
+    size = plan.job.settings.chunk_size
+    if part == "cert":
+        return chunk_sizes(plan.n_cert, size)
+    return calibration_chunks(plan.n_cal_first or plan.n_cal, plan.n_cal, size)
+
+
+def _widen(plan: _Plan) -> bool:
+    """Raise ``plan``'s calibration part to the largest share its fitted scores ask for
+    (``attacks.score_protocol.fitted_calibration_share``), taken from the certification part; True when it grew.
+
+    Decided on the first calibration part alone, before any certification trial is drawn, so the
+    certification trials stay fresh (docs/theory.md 7)."""
+    if not _fitted(plan) or plan.n_cal_first:
+        return False
+    wanted = requested_calibration(plan.job.settings.trials, plan.n_cal, plan.scorers.values())
+    if wanted == plan.n_cal:
+        return False
+    plan.n_cal_first, plan.n_cal = plan.n_cal, wanted
+    plan.n_cert = plan.job.settings.trials - wanted
+    n_chunks = len(chunk_sizes(plan.n_cert, plan.job.settings.chunk_size))
+    plan.looks = plan_looks(n_chunks, plan.job.settings.confidence) if plan.job.sequential \
+        else Looks((n_chunks,), plan.job.settings.confidence)
+    return True
+
+
 def _pending(plan: _Plan, part: str, reused: set) -> int:
     """Chunks of ``part`` not yet in the store (the progress bar's total, known before any scorer is fitted)."""
-    total = plan.n_cal if part == "cal" else plan.n_cert
-    sizes = chunk_sizes(total, plan.job.settings.chunk_size)
+    sizes = _part_sizes(plan, part)
     return sum((index, side, part, chunk) not in reused
                for index in plan.pairs for side in ("a", "b") for chunk in range(len(sizes)))
 
 
 def _tasks(plans: list[_Plan], part: str, reused: dict[str, set],
-           limits: dict[int, int] | None = None) -> list[_Task]:
-    """The chunks of ``part`` not in ``reused``; with ``limits``, only those audits and chunks below each limit."""
+           limits: dict[int, int] | None = None, numbers: list[int] | None = None) -> list[_Task]:
+    """The chunks of ``part`` not in ``reused``; with ``limits``, only those audits and chunks below each limit;
+    ``numbers`` are the plans' numbers in the run (default their positions in ``plans``)."""
     tasks = []
-    for number, plan in enumerate(plans):
+    for number, plan in zip(numbers or range(len(plans)), plans):
         if limits is not None and number not in limits:
             continue
-        total = plan.n_cal if part == "cal" else plan.n_cert
         for index, pair in plan.pairs.items():
             scorer = None
             if part == "cert":
@@ -372,7 +334,7 @@ def _tasks(plans: list[_Plan], part: str, reused: dict[str, set],
             elif not _fitted(plan):
                 scorer = plan.job.scores[0].fit(pair, None, None, plan.job.settings.seed)
             for side in ("a", "b"):
-                for chunk, trials in enumerate(chunk_sizes(total, plan.job.settings.chunk_size)):
+                for chunk, trials in enumerate(_part_sizes(plan, part)):
                     key = (index, side, part, chunk)
                     if limits is not None and chunk >= limits[number]:
                         break

@@ -71,7 +71,7 @@ def trials_for_target(law: tuple, goal: float, *, delta: float, confidence: floa
 
 def _total(certification: int, fraction: float) -> int:
     """Trials per dataset (``[audit] trials``) that leave ``certification`` after calibration."""
-    from dpaudit.audit.jobs.runner import calibration_trials
+    from dpaudit.audit.jobs.parts import calibration_trials
 
     total = max(int(math.ceil(certification / (1 - fraction))), 2)
     while total - calibration_trials(total, fraction) < certification:
@@ -83,7 +83,7 @@ def plan_pair(pair, *, target: float, delta: float, confidence: float, trials: i
               fraction: float) -> dict[str, Any]:
     """The plan of one canary position: exact (or surrogate) value, ceiling now, trials for the target."""
     from dpaudit.audit.statistics.ceiling import exact_ceiling_band
-    from dpaudit.audit.jobs.runner import calibration_trials
+    from dpaudit.audit.jobs.parts import calibration_trials
     from dpaudit.mechanisms.accounting.instances import likelihood_ratio_law
 
     laws, kind = _laws(pair)

@@ -199,3 +199,51 @@ def test_a_preference_seen_on_few_trials_is_checked_on_all_calibration_outputs()
                                          confidence=0.95)
     # the contest: a constant score certifies nothing, the projection separates N(0, 1) from N(1, 1)
     assert chosen.name == "projection" and [c.name for c in candidates if c.chosen] == ["projection"]
+
+
+def test_the_discrete_score_calibrates_on_its_share_and_a_rerun_reuses_every_chunk(tmp_path):
+    # the outcome table asks for CALIBRATION_SHARE of the trials (audit.jobs.runner widens the calibration
+    # part out of the certification part); a rerun on the same store fits the same score from the same chunks
+    import dpaudit
+    from tests import discrete_algorithms as algorithms
+
+    algorithm = algorithms.randomized_response(1.0)
+    store = str(tmp_path / "store.sqlite")
+    first = dpaudit.audit(algorithm.mechanism, dataset_pair=algorithm.pair, trials=20_000, delta=0.0, seed=0,
+                          store=store)
+    assert [row["name"] for row in first.attack["portfolio"] if row["chosen"]] == ["discrete"]
+    assert first.attack["calibration_trials"] == int(discrete.CALIBRATION_SHARE * 20_000)
+    certified = first.to_dict()["per_index"][0]["distributions"]["histogram"]["a"]
+    assert sum(certified) == 20_000 - first.attack["calibration_trials"]  # taken out of certification
+    again = dpaudit.audit(algorithm.mechanism, dataset_pair=algorithm.pair, trials=20_000, delta=0.0, seed=0,
+                          store=store)
+    assert again.timings["chunks_computed"] == 0
+    assert again.epsilon_lower_bound == first.epsilon_lower_bound
+
+
+def test_a_larger_calibration_fraction_than_the_share_is_kept():
+    import dpaudit
+    from tests import discrete_algorithms as algorithms
+
+    algorithm = algorithms.randomized_response(1.0)
+    result = dpaudit.audit(algorithm.mechanism, dataset_pair=algorithm.pair, trials=20_000, delta=0.0, seed=0,
+                           calibration_fraction=0.4)
+    assert result.attack["calibration_trials"] == 8_000
+    # a score that asks for no share keeps the setting (10% by default)
+    gaussian = dpaudit.audit(algorithm.mechanism, dataset_pair=algorithm.pair, trials=20_000, delta=0.0, seed=0,
+                             score="projection")
+    assert gaussian.attack["calibration_trials"] == 2_000
+
+
+def test_a_fitted_score_s_calibration_share_is_checked():
+    from dpaudit.attacks.score_protocol import fitted_calibration_share
+
+    def score(outputs):
+        return np.zeros(len(outputs))
+    assert fitted_calibration_share(score) == 0.0
+    score.calibration_share = 0.3
+    assert fitted_calibration_share(score) == 0.3
+    for bad in (0.5, -0.1, "0.3", True):
+        score.calibration_share = bad
+        with pytest.raises(ParameterError, match="calibration_share"):
+            fitted_calibration_share(score)
