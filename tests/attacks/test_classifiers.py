@@ -25,7 +25,27 @@ def test_logistic_regression_finds_the_likelihood_ratio_of_a_gaussian_shift():
     values = score(points)
     np.testing.assert_allclose(values[1:] - values[0], [1.0, 0.0, 0.0], atol=0.15)
     assert values[0] == pytest.approx(-0.5, abs=0.15)
-    assert np.array_equal(score(points), fit_logistic(a, b, seed=0)(points))  # seeded and deterministic
+    assert np.array_equal(score(points), fit_logistic(a, b, seed=0)(points))  # deterministic
+
+
+def test_logistic_regression_reaches_its_optimum_on_many_one_hot_columns():
+    """Ten categories of ten levels, one-hot (collinear with the intercept, as the ``discrete`` score's
+    columns are): the fit stops at the optimum, where the cross-entropy's gradient, ``X^T (p - y) / n``, is 0
+    up to rounding. Started from random weights, the damped Newton iteration stalled here at a gradient of
+    about 6e-3, worse than the intercept alone."""
+    from scipy.special import expit
+
+    rng = np.random.default_rng(1)
+    shares = np.cumsum(rng.dirichlet(np.full(10, 0.7), size=10), axis=1)
+
+    def one_hot(trials: int) -> np.ndarray:
+        codes = np.minimum((rng.random((trials, 10, 1)) > shares[None]).sum(axis=2), 9)
+        return (codes[:, :, None] == np.arange(10)).reshape(trials, -1).astype(float)
+    a, b = one_hot(20_000), one_hot(20_000)
+    score = fit_logistic(a, b, seed=0)
+    features, labels = np.vstack([a, b]), np.r_[np.zeros(len(a)), np.ones(len(b))]
+    gradient = features.T @ (expit(score(features)) - labels) / len(labels)
+    assert np.max(np.abs(gradient)) < 1e-9
 
 
 def test_mlp_scores_are_larger_under_the_shifted_dataset_and_reproducible():
