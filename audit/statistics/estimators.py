@@ -120,8 +120,9 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
     ``attacks.score_protocol.fitted_tail_model``) the rates are first read from the exponential tilt fitted
     to the calibration scores (``audit.statistics.tilt``) where the calibration scores do not reject it.
     With ``tail_model="hedged"`` and ``planned``, the test the counts place, the best whose smaller side
-    holds fewer than ``audit.statistics.hedged.THIN_SPAN`` times the planning floor of calibration trials
-    (a planned test's side holds fewer than ``widest``), and the tilt's, are certified together
+    holds fewer than ``audit.statistics.hedged.THIN_SPAN`` times the planning floor of calibration trials,
+    the best whose smaller side holds at least that many (a planned test's side holds fewer than
+    ``widest``), and the tilt's, are certified together
     (:class:`~dpaudit.audit.statistics.hedged.PlanFamily`).
     """
     delta, beta = check_delta(delta), 1 - check_confidence(confidence)
@@ -134,38 +135,40 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
     place = functools.partial(_placed, cal_a, cal_b, delta=delta, beta=beta, planned=planned, seed=seed,
                               candidates=candidates)
     if planned is None or tail_model == "calibration":
-        return place(None, (widest,))[0]
+        return place(None, ((widest, 0.0),))[0]
     tilt = fit_tilt(cal_a, cal_b)
     if tail_model == "tilt":
-        return place(tilt, (widest,))[0]
-    # hedged: the counts' test and the thin tail's from one pass over the candidates, and the tilt's
-    # (its smoothed rates only: where they plan nothing positive it has no member)
-    tilted = place(tilt, (np.inf,), counted=False)[0] if tilt is not None else None
-    return family_of([*place(None, (widest, THIN_SPAN * planning_floor(cal_a.size, cal_b.size))), tilted])
+        return place(tilt, ((widest, 0.0),))[0]
+    # hedged: the counts' test, the thin tail's and the best outside the thin tail from one pass over the
+    # candidates, and the tilt's (its smoothed rates only: where they plan nothing positive it has no member)
+    tilted = place(tilt, ((np.inf, 0.0),), counted=False)[0] if tilt is not None else None
+    span = THIN_SPAN * planning_floor(cal_a.size, cal_b.size)
+    return family_of([*place(None, ((widest, 0.0), (span, 0.0), (widest, span))), tilted])
 
 
-def _placed(cal_a, cal_b, tilt, widths: tuple[float, ...], *, delta: float, beta: float,
+def _placed(cal_a, cal_b, tilt, spans: tuple[tuple[float, float], ...], *, delta: float, beta: float,
             planned: tuple[int, int] | None, seed: int, candidates: int,
             counted: bool = True) -> list[ThresholdPlan | None]:
-    """The split plan under each ``widest`` of ``widths`` (``thin_tests``), all from one pass over the
+    """The split plan under each ``(widest, narrowest)`` of ``spans`` (``thin_tests``), all from one pass over the
     candidate tests per planning level: smoothed rates first where ``tilt`` is given, then the calibration
     counts at each of ``PLANNING_LEVELS`` until a test plans a positive bound (docs/theory.md 7). With
-    ``counted=False`` only the smoothed rates place it, and a width where they plan nothing positive is None."""
+    ``counted=False`` only the smoothed rates place it, and a span where they plan nothing positive is None."""
     objective = _epsilon_objective(delta)
     levels = (PLANNING_LEVELS if planned is not None else PLANNING_LEVELS[:1]) if counted else ()
     attempts = ([(None, tilt)] if tilt is not None else []) + [  # smoothed rates first (docs/theory.md 7)
         (level, None) for level in levels]
     chosen: dict[int, tuple] = {}
     for number, (level, smooth) in enumerate(attempts):
-        pending = [k for k in range(len(widths)) if k not in chosen]
+        pending = [k for k in range(len(spans)) if k not in chosen]
         if not pending:
             break
         tilts = {1.0: smooth, -1.0: None if smooth is None else smooth.negated()}
-        limits = tuple(widths[k] for k in pending)
+        widest, narrowest = [spans[k][0] for k in pending], [spans[k][1] for k in pending]
         separate = {s: choose_test(s * cal_a, s * cal_b, beta / 2, objective, planned=planned, level=level,
-                                   limit=candidates, tilt=tilts[s], widest=limits) for s in (1.0, -1.0)}
+                                   limit=candidates, tilt=tilts[s], widest=widest, narrowest=narrowest)
+                    for s in (1.0, -1.0)}
         joint = {s: choose_conditional(s * cal_a, s * cal_b, beta, delta, planned, level, candidates,
-                                       tilt=tilts[s], widest=limits) for s in (1.0, -1.0)}
+                                       tilt=tilts[s], widest=widest, narrowest=narrowest) for s in (1.0, -1.0)}
         for row, k in enumerate(pending):
             best_separate = max(((*separate[s][row], s) for s in (1.0, -1.0)), key=lambda r: r[2])
             best_joint = max(((*joint[s][row], s) for s in (1.0, -1.0)), key=lambda r: r[2])
@@ -175,7 +178,7 @@ def _placed(cal_a, cal_b, tilt, widths: tuple[float, ...], *, delta: float, beta
                 chosen[k] = (best_separate, best_joint, placement)
     sizes = calibration_sizes(cal_a, cal_b)
     plans = []
-    for k in range(len(widths)):
+    for k in range(len(spans)):
         if k not in chosen:  # counted=False: the smoothed rates planned nothing positive
             plans.append(None)
             continue

@@ -18,6 +18,9 @@ tests, all fixed on calibration scores only:
   :data:`THIN_SPAN` times the planning floor of pooled calibration trials
   (``audit.statistics.thresholds.thin_tests``): the thin tail, placed by the
   same rule;
+- the best test whose smaller side holds at least that many: the wide
+  member, placed by the same rule (the counts' test is one of these two, so
+  whichever of them the counts chose, the other is certified beside it);
 - the test placed by the exponential tilt of the scores
   (``audit.statistics.tilt``), where its gate keeps it.
 
@@ -46,7 +49,8 @@ from dpaudit.audit.statistics.records import EpsilonBound
 
 __all__ = ["HEDGE_MEMBERS", "THIN_SPAN", "PlanFamily", "family_of", "finish_family"]
 
-#: The most tests a hedged plan certifies together (the counts' placement, the thin tail's and the tilt's)
+#: The most tests a hedged plan certifies together: the thin tail's, the wide member's (one of the two is the
+#: counts' placement) and the tilt's
 HEDGE_MEMBERS = 3
 #: The thin-tail member's smaller side holds fewer than this many times the planning floor of pooled
 #: calibration trials (``audit.statistics.thresholds.planning_floor``: 100 at 10^5 calibration trials per side)

@@ -103,20 +103,21 @@ def planning_floor(trials_a: int, trials_b: int) -> float:
 
 
 def thin_tests(false_positives: np.ndarray, false_negatives: np.ndarray, trials_a: int, trials_b: int,
-               widest: float = np.inf) -> np.ndarray:
+               widest: float = np.inf, narrowest: float = 0.0) -> np.ndarray:
     """Which candidate tests have a region (``score >= t``, or its complement) of fewer pooled calibration
     trials than :data:`MIN_PLANNED_REGION` (at most :data:`MIN_PLANNED_SHARE` of them); none when all do.
 
     With ``widest``, a test whose smaller side (region or complement) holds ``widest`` pooled calibration
     trials or more is left out too (the thin-tail member of a hedged placement, ``audit.statistics.hedged``);
-    when that leaves no test, only the floor applies.
+    with ``narrowest``, one whose smaller side holds fewer than ``narrowest`` (the wide member). When that
+    leaves no test, only the floor applies.
     """
     inside = false_positives + (trials_b - false_negatives)
     tail = np.minimum(inside, trials_a + trials_b - inside)
     thin = tail < planning_floor(trials_a, trials_b)
     if thin.all():
         thin = np.zeros_like(thin)
-    narrow = thin | (tail >= widest)
+    narrow = thin | (tail >= widest) | (tail < narrowest)
     return narrow if not narrow.all() else thin
 
 
@@ -132,7 +133,8 @@ def planned_counts(counts: np.ndarray, trials: int, planned: int, level: float |
 def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float = 1.0,
                 planned: tuple[int, int] | None = None, level: float | None = PLANNING_LEVELS[0],
                 limit: int = 4000, tilt: Tilt | None = None,
-                widest: float | Sequence[float] = np.inf) -> tuple[float, float, float] | list:
+                widest: float | Sequence[float] = np.inf,
+                narrowest: float | Sequence[float] = 0.0) -> tuple[float, float, float] | list:
     """The test (threshold, tie fraction) whose bound is largest, and that bound; calibration scores only.
 
     Without ``planned`` the bound is certified on the calibration scores themselves (at ``failure *
@@ -141,8 +143,9 @@ def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float 
     (:func:`planned_counts` at ``level``): at small epsilon the best test sits in a tail that the
     certification budget resolves and the calibration part alone does not (docs/theory.md 7). With a
     ``tilt`` of these scores (:func:`dpaudit.audit.statistics.tilt.fit_tilt`) the calibration counts are
-    the tilt's smoothed ones. ``widest``: see :func:`thin_tests` (planned tests only); a sequence of them
-    gives the best test under each, computed at once, as a list.
+    the tilt's smoothed ones. ``widest`` and ``narrowest``: see :func:`thin_tests` (planned tests only);
+    sequences of them (paired, or one against many) give the best test under each pair, computed at once,
+    as a list.
     """
     thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b, limit)
     if tilt is not None:
@@ -151,10 +154,10 @@ def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float 
     if planned is None:
         level = failure * selection_level
         values, _ = objective(cp_upper(fp, cal_a.size, level), cp_upper(fn, cal_b.size, level))
-        masks = [np.zeros(fp.size, dtype=bool) for _ in np.atleast_1d(widest)]
+        masks = [np.zeros(fp.size, dtype=bool) for _ in _spans(widest, narrowest)]
     else:
         m_a, m_b = planned
-        masks = _masks(fp, fn, cal_a.size, cal_b.size, widest, tilt is None)
+        masks = _masks(fp, fn, cal_a.size, cal_b.size, widest, narrowest, tilt is None)
         values, _ = objective(cp_upper(planned_counts(fp, cal_a.size, m_a, level), m_a, failure),
                               cp_upper(planned_counts(fn, cal_b.size, m_b, level), m_b, failure))
     picks = []
@@ -162,13 +165,21 @@ def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float 
         masked = np.where(mask, -np.inf, values)
         best = int(np.argmax(masked))
         picks.append((float(thresholds[best]), float(fractions[best]), float(masked[best])))
-    return picks[0] if np.ndim(widest) == 0 else picks
+    return picks[0] if np.ndim(widest) == 0 and np.ndim(narrowest) == 0 else picks
 
 
-def _masks(fp: np.ndarray, fn: np.ndarray, trials_a: int, trials_b: int, widest, counted: bool) -> list[np.ndarray]:
-    """The tests left out under each ``widest`` (:func:`thin_tests`; none for smoothed counts)."""
-    return [thin_tests(fp, fn, trials_a, trials_b, width) if counted else np.zeros(fp.size, dtype=bool)
-            for width in np.atleast_1d(widest)]
+def _spans(widest, narrowest) -> list[tuple[float, float]]:
+    """``(widest, narrowest)`` pairs of the arguments of :func:`choose_test` (scalars or sequences)."""
+    wide, narrow = np.broadcast_arrays(np.atleast_1d(np.asarray(widest, dtype=float)),
+                                       np.atleast_1d(np.asarray(narrowest, dtype=float)))
+    return list(zip(wide.tolist(), narrow.tolist()))
+
+
+def _masks(fp: np.ndarray, fn: np.ndarray, trials_a: int, trials_b: int, widest, narrowest,
+           counted: bool) -> list[np.ndarray]:
+    """The tests left out under each span (:func:`thin_tests`; none for smoothed counts)."""
+    return [thin_tests(fp, fn, trials_a, trials_b, wide, narrow) if counted else np.zeros(fp.size, dtype=bool)
+            for wide, narrow in _spans(widest, narrowest)]
 
 
 def epsilon_objective(delta: float) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
@@ -186,16 +197,18 @@ def epsilon_objective(delta: float) -> Callable[[np.ndarray, np.ndarray], tuple[
 def choose_conditional(cal_a, cal_b, beta: float, delta: float, planned: tuple[int, int] | None,
                        level: float | None = PLANNING_LEVELS[0], limit: int = 4000,
                        tilt: Tilt | None = None,
-                       widest: float | Sequence[float] = np.inf) -> tuple[float, float, float, int] | list:
+                       widest: float | Sequence[float] = np.inf,
+                       narrowest: float | Sequence[float] = 0.0) -> tuple[float, float, float, int] | list:
     """Threshold, tie fraction, calibration value and region of the best conditional bound
     (``audit.conditional``); with ``planned``, the value the planned certification trials would give;
-    with ``tilt``, from the tilt's smoothed calibration counts, and ``widest`` (as :func:`choose_test`)."""
+    with ``tilt``, from the tilt's smoothed calibration counts, and ``widest``, ``narrowest`` (as
+    :func:`choose_test`)."""
     thresholds, fractions, fp, fn = candidate_tests(cal_a, cal_b, limit)
     if tilt is not None:
         fp, fn = tilt.counts(thresholds, fractions, cal_a.size, cal_b.size)
         level = TILT_LEVEL
     n_a, n_b = cal_a.size, cal_b.size
-    masks = _masks(fp, fn, n_a, n_b, widest, planned is not None and tilt is None)
+    masks = _masks(fp, fn, n_a, n_b, widest, narrowest, planned is not None and tilt is None)
     if planned is not None:  # the counts the planned certification trials would give
         n_a, n_b = planned
         fp, fn = planned_counts(fp, cal_a.size, n_a, level), planned_counts(fn, cal_b.size, n_b, level)
@@ -208,7 +221,7 @@ def choose_conditional(cal_a, cal_b, beta: float, delta: float, planned: tuple[i
         best = int(np.argmax(values))
         picks.append((float(thresholds[best]), float(fractions[best]), float(values[best]),
                       int(behind[best] > ahead[best])))
-    return picks[0] if np.ndim(widest) == 0 else picks
+    return picks[0] if np.ndim(widest) == 0 and np.ndim(narrowest) == 0 else picks
 
 
 def planned_value(plan: ThresholdPlan, counts: Counts, *, delta: float, beta: float,

@@ -65,6 +65,35 @@ def test_the_thin_member_keeps_to_tails_below_its_widest_side():
     assert thin_tests(fp, fn, n, n, widest=1_000).tolist() == [True, False, False, True]
 
 
+def test_the_wide_member_keeps_to_tests_outside_the_thin_tail():
+    n = 100_000  # the sides of the test above: 28, 1,200, 11,000 and 80 pooled trials
+    fp, fn = np.array([3.0, 500, 10_000, n - 10]), np.array([n - 25.0, n - 700, n - 1_000, 10])
+    assert thin_tests(fp, fn, n, n, narrowest=2_000).tolist() == [True, True, False, True]
+    assert thin_tests(fp, fn, n, n, widest=20_000, narrowest=1_000).tolist() == [True, False, False, True]
+    # nothing as wide as ``narrowest``: only the floor applies
+    assert thin_tests(fp, fn, n, n, narrowest=50_000).tolist() == [True, False, False, True]
+
+
+def test_a_hedged_plan_placed_in_a_thin_tail_also_certifies_the_best_test_outside_it():
+    """S' puts 0.4% of its mass in a far cluster: the counts place the test on that tail (about 110 of
+    40,000 pooled calibration trials, below 10 times the planning floor of 40), and the family certifies the
+    best test of a wider side too, in case the tail was luck (before, it certified the thin tail alone)."""
+    rng = np.random.default_rng(5)
+    n = 20_000
+    cal_a = rng.normal(0.0, 1.0, n)
+    cal_b = np.where(rng.random(n) < 0.004, rng.normal(6.0, 0.3, n), rng.normal(0.1, 1.0, n))
+    plan = plan_epsilon(cal_a, cal_b, delta=0.0, confidence=0.95, tail_model="hedged", planned=(180_000, 180_000))
+    members = plan.members if isinstance(plan, PlanFamily) else (plan,)
+    span = THIN_SPAN * planning_floor(n, n)
+
+    def side(member: ThresholdPlan) -> int:
+        region = int(np.sum(member.sign * cal_a >= member.sign * member.thresholds[0])
+                     + np.sum(member.sign * cal_b >= member.sign * member.thresholds[0]))
+        return min(region, 2 * n - region)
+    sides = sorted(side(m) for m in members)
+    assert sides[0] < span <= sides[-1]
+
+
 def test_hedged_plans_need_a_planned_budget_and_a_split_threshold():
     rng = np.random.default_rng(2)
     cal_a, cal_b = rng.normal(0.0, 1.0, 20_000), rng.normal(0.3, 1.0, 20_000)
