@@ -20,7 +20,14 @@ with ``a`` = :data:`PSEUDO_COUNT`, shrunk towards a logistic regression on the
 one-hot columns by the empirical-Bayes weight of its counts
 (:func:`_fit_outcome_table`): the plug-in likelihood ratio, whose superlevel
 sets, with a randomised tie-break at the threshold (``audit.thresholds``),
-are the Neyman-Pearson tests. Otherwise a logistic regression
+are the Neyman-Pearson tests. Where the output has one coordinate per
+record, the regression gives a value one effect in all the coordinates
+whose records the pair moves alike (it counts each value in each such
+group, ``attacks.value_counts``) unless Akaike's
+criterion prefers one effect per coordinate and value: at epsilon 0.1 the
+per-coordinate effects of an SVT's ten answers are each about as large as
+their noise, while the numbers of "below" answers in each group order its
+outcomes as their likelihood ratio does. Otherwise a logistic regression
 (``attacks.classifiers``) is fitted on the encoded columns, reading each
 value linearly. Where every coordinate is a category or holds sentinels, a
 second reading competes on the calibration log-likelihood: each value cut at
@@ -53,7 +60,9 @@ docs/theory.md 7 (few-valued and mixed outputs); Neyman-Pearson lemma;
 Ding, Wang, Wang, Zhang, Kifer, "Detecting violations of differential
 privacy", CCS 2018 (histogram tests on discrete outputs);
 DerSimonian, R. and Laird, N. (1986), "Meta-analysis in clinical trials",
-Controlled Clinical Trials 7 (the moment estimate of the between-outcome variance).
+Controlled Clinical Trials 7 (the moment estimate of the between-outcome variance);
+Akaike, H. (1974), "A new look at the statistical model identification",
+IEEE Transactions on Automatic Control 19 (the choice between the two regressions).
 """
 
 from __future__ import annotations
@@ -63,6 +72,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dpaudit.attacks.value_counts import log_likelihood, pool_values, record_groups
 from dpaudit.mechanisms.errors import ParameterError
 
 if TYPE_CHECKING:
@@ -203,15 +213,8 @@ def coarsen(encoding: Encoding, cuts: tuple[float | None, ...], outputs: np.ndar
     return x
 
 
-def _log_likelihood(classifier: ScoreFunction, features_a: np.ndarray, features_b: np.ndarray) -> float:
-    """The calibration log-likelihood of a logistic classifier (label 1: ``S'``)."""
-    from scipy.special import log_expit
-
-    return float(np.sum(log_expit(-classifier(features_a))) + np.sum(log_expit(classifier(features_b))))
-
-
 def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int,
-                       classifier: ScoreFunction | None = None):
+                       classifier: ScoreFunction | None = None, groups: np.ndarray | None = None):
     """The outcome log-ratio, each outcome's table entry shrunk towards a classifier on the categories.
 
     A logistic regression on the one-hot columns gives every outcome a log-ratio
@@ -225,17 +228,22 @@ def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray,
     (``attacks.shrinkage``): the empirical-Bayes mean of the
     outcome's log-ratio. An outcome seen often keeps its own table entry, one
     seen rarely the classifier's, and as the budget grows the table takes
-    over, so the score tends to the likelihood ratio (docs/theory.md 7).
+    over, so the score tends to the likelihood ratio (docs/theory.md 7). The
+    regression is the one on the value counts where ``attacks.value_counts``
+    prefers it (the score's ``model`` says which).
     """
     from dpaudit.attacks.classifiers import fit_logistic
     from dpaudit.attacks.shrinkage import shrink
 
+    features_a, features_b = encoding.features(cal_a), encoding.features(cal_b)
     if classifier is None:  # the logistic regression on the one-hot columns (given when already fitted)
-        classifier = fit_logistic(encoding.features(cal_a), encoding.features(cal_b), seed=seed)
+        classifier = fit_logistic(features_a, features_b, seed=seed)
     prior = float(np.log(cal_b.shape[0]) - np.log(cal_a.shape[0]))  # logit = log-ratio + log(N_b / N_a)
     codes_a, codes_b = outcome_codes(encoding, cal_a), outcome_codes(encoding, cal_b)
     codes = np.concatenate([codes_a, codes_b])
     keys, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    distinct = np.concatenate([features_a, features_b])[first]  # one row per outcome seen
+    classifier, model = pool_values(encoding, features_a, features_b, distinct, classifier, groups, seed=seed)
     count_a = np.bincount(inverse[:codes_a.size], minlength=keys.size)
     count_b = np.bincount(inverse[codes_a.size:], minlength=keys.size)
     table = (np.log(count_b + PSEUDO_COUNT) - np.log(codes_b.size)
@@ -254,6 +262,7 @@ def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray,
 
     outcome_table.outcomes = int(keys.size)
     outcome_table.interaction_variance = tau2
+    outcome_table.model = model
     # every score is a function of the outcome, and this table estimates the best one (the likelihood
     # ratio): a portfolio takes it without a contest (``audit.portfolio``)
     outcome_table.preferred = True
@@ -263,23 +272,30 @@ def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray,
     return outcome_table
 
 
-def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int):
+def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int, groups: np.ndarray | None = None):
     """The ``discrete`` score fitted on calibration outputs of ``S`` and ``S'`` (module docstring).
+
+    ``groups`` labels the coordinates whose values may share one effect (``attacks.value_counts.record_groups``); None
+    gives every coordinate its own.
 
     Raises
     ------
     ParameterError
-        When no coordinate takes few values or holds a sentinel (the plain classifiers apply).
+        When no coordinate takes few values or holds a sentinel (the plain classifiers apply), or
+        ``groups`` does not label each coordinate once.
     """
     from dpaudit.attacks.classifiers import fit_logistic
 
     cal_a, cal_b = _canonical(cal_a), _canonical(cal_b)
+    if groups is not None and np.shape(groups) != (cal_a.shape[1],):
+        raise ParameterError(f"groups must label each of the {cal_a.shape[1]} coordinates, "
+                             f"got groups of shape {np.shape(groups)}")
     encoding = fit_encoding(np.concatenate([cal_a, cal_b]))
     if not encoding.discrete:
         raise ParameterError("score 'discrete' found no coordinate with few distinct values or a repeated "
                              "sentinel on the calibration trials; use 'logistic' or 'gaussian'")
     if encoding.categorical:
-        return _fit_outcome_table(encoding, cal_a, cal_b, seed=seed)
+        return _fit_outcome_table(encoding, cal_a, cal_b, seed=seed, groups=groups)
     features_a, features_b = encoding.features(cal_a), encoding.features(cal_b)
     classifier = fit_logistic(features_a, features_b, seed=seed)
     # every coordinate a category or holding sentinel codes: the other scores read the codes (-1000 beside
@@ -287,7 +303,7 @@ def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int):
     # luck (docs/theory.md 7): a portfolio takes this one without a contest
     preferred = all(level is not None or sentinel.size for level, sentinel in zip(encoding.levels, encoding.sentinels))
     if preferred:
-        split = _fit_split(encoding, cal_a, cal_b, _log_likelihood(classifier, features_a, features_b), seed=seed)
+        split = _fit_split(encoding, cal_a, cal_b, log_likelihood(classifier, features_a, features_b), seed=seed)
         if split is not None:
             return split
 
@@ -311,7 +327,7 @@ def _fit_split(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray, linear:
     coarse = fit_encoding(np.concatenate([coarse_a, coarse_b]))  # every coordinate a category now
     features_a, features_b = coarse.features(coarse_a), coarse.features(coarse_b)
     classifier = fit_logistic(features_a, features_b, seed=seed)
-    if _log_likelihood(classifier, features_a, features_b) < linear + SPLIT_MARGIN:
+    if log_likelihood(classifier, features_a, features_b) < linear + SPLIT_MARGIN:
         return None
     table = _fit_outcome_table(coarse, coarse_a, coarse_b, seed=seed, classifier=classifier)
 
@@ -333,7 +349,7 @@ def _register() -> None:
     register_score(BuiltinScore(
         "discrete", "few-valued and mixed outputs: outcome log-ratio of calibration counts, or a classifier "
         "on one-hot categories and sentinel flags", True,
-        lambda pair, a, b, seed: fit_discrete(a, b, seed=seed)))
+        lambda pair, a, b, seed: fit_discrete(a, b, seed=seed, groups=record_groups(pair, _canonical(a).shape[1]))))
 
 
 _register()

@@ -161,6 +161,18 @@ def test_merging_a_law_by_ratio_keeps_its_ceiling():
     assert merged.mass_a.sum() == pytest.approx(1.0) and merged.mass_b.sum() == pytest.approx(1.0)
 
 
+def test_a_score_s_order_has_the_law_s_ceiling_only_when_it_orders_outcomes_as_the_ratio_does():
+    law = laws.OutputLaw(np.array([0.5, 0.3, 0.2]), np.array([0.3, 0.3, 0.4]), "three outcomes")
+    best = np.argsort(-law.log_ratio(), kind="stable")
+    assert law.ceiling(10_000, order=best) == law.ceiling(10_000) > 0
+    # accepting first an outcome of ratio 1, then the one S favours, the most telling last: every test of
+    # that order is weaker (here none certifies anything)
+    assert law.ceiling(10_000, order=np.array([1, 0, 2])) < law.ceiling(10_000)
+    from dpaudit.mechanisms.errors import ParameterError
+    with pytest.raises(ParameterError, match="order must list each of the 3 outcomes once"):
+        law.ceiling(10_000, order=np.array([0, 0, 1]))
+
+
 def test_svt34_law_is_at_least_as_strong_as_either_part():
     first, second = np.r_[[1.0] * 5, [0.0] * 5], np.r_[[0.0] * 5, [1.0] * 5]
     both = svt_laws.svt34_law(first, second, epsilon=0.1, cutoff=2, threshold=1.0)

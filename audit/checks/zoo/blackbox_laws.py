@@ -34,6 +34,7 @@ import numpy as np
 
 from dpaudit.audit.statistics.ceiling import statistical_ceiling
 from dpaudit.audit.checks.zoo.blackbox import bloom_positions, geometric_cdf
+from dpaudit.mechanisms.errors import ParameterError
 
 __all__ = ["OutputLaw", "noisy_max_index_law", "noisy_max_value_law", "laplace_shift_law", "geometric_law",
            "rappor_law", "merged_law", "product_law", "noise_cdf", "log_noise_cdf", "laplace_between", "grid_edges"]
@@ -72,9 +73,17 @@ class OutputLaw:
         cells = float(np.max(np.abs(self.log_ratio())))
         return cells if self.sup_epsilon is None else max(cells, float(self.sup_epsilon))
 
-    def ceiling(self, trials: int, *, confidence: float = 0.95, delta: float = 0.0) -> float:
-        """The most a threshold test (with a randomised boundary) certifies with ``trials`` per side."""
-        order = np.argsort(-self.log_ratio(), kind="stable")
+    def ceiling(self, trials: int, *, confidence: float = 0.95, delta: float = 0.0,
+                order: np.ndarray | None = None) -> float:
+        """The most a threshold test (with a randomised boundary) certifies with ``trials`` per side.
+
+        ``order`` lists the outcomes in the order a score accepts them (its values decreasing); by default
+        the log-ratio's, the best order: then this is the law's ceiling, otherwise that score's.
+        """
+        if order is None:
+            order = np.argsort(-self.log_ratio(), kind="stable")
+        elif sorted(np.asarray(order).tolist()) != list(range(self.outcomes)):
+            raise ParameterError(f"order must list each of the {self.outcomes} outcomes once, got order={order!r}")
         accept_a = np.concatenate([[0.0], np.cumsum(self.mass_a[order])])
         accept_b = np.concatenate([[0.0], np.cumsum(self.mass_b[order])])
         total_b = accept_b[-1]
