@@ -235,20 +235,24 @@ def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray,
     from dpaudit.attacks.classifiers import fit_logistic
     from dpaudit.attacks.shrinkage import shrink
 
-    features_a, features_b = encoding.features(cal_a), encoding.features(cal_b)
+    features = None  # the calibration trials' one-hot columns, built only where a regression is fitted
     if classifier is None:  # the logistic regression on the one-hot columns (given when already fitted)
-        classifier = fit_logistic(features_a, features_b, seed=seed)
+        features = encoding.features(cal_a), encoding.features(cal_b)
+        classifier = fit_logistic(*features, seed=seed)
     prior = float(np.log(cal_b.shape[0]) - np.log(cal_a.shape[0]))  # logit = log-ratio + log(N_b / N_a)
     codes_a, codes_b = outcome_codes(encoding, cal_a), outcome_codes(encoding, cal_b)
     codes = np.concatenate([codes_a, codes_b])
     keys, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    distinct = np.concatenate([features_a, features_b])[first]  # one row per outcome seen
-    classifier, model = pool_values(encoding, features_a, features_b, distinct, classifier, groups, seed=seed)
+    distinct = encoding.features(np.concatenate([cal_a, cal_b])[first])  # one row per outcome seen
+    model = "coordinates"
+    if groups is not None:
+        features = features or (encoding.features(cal_a), encoding.features(cal_b))
+        classifier, model = pool_values(encoding, *features, distinct, classifier, groups, seed=seed)
     count_a = np.bincount(inverse[:codes_a.size], minlength=keys.size)
     count_b = np.bincount(inverse[codes_a.size:], minlength=keys.size)
     table = (np.log(count_b + PSEUDO_COUNT) - np.log(codes_b.size)
              - np.log(count_a + PSEUDO_COUNT) + np.log(codes_a.size))
-    modelled = classifier(encoding.features(np.concatenate([cal_a, cal_b])[first])) - prior
+    modelled = classifier(distinct) - prior
     variance = 1.0 / (count_a + PSEUDO_COUNT) + 1.0 / (count_b + PSEUDO_COUNT)
     shrunk, tau2 = shrink(table, variance, modelled)
     correction = shrunk - modelled
