@@ -59,7 +59,7 @@ from dpaudit.audit.statistics.thresholds import (
     round_down,
     thresholds_for,
 )
-from dpaudit.audit.statistics.hedged import THIN_SPAN, PlanFamily, family_of, finish_family
+from dpaudit.audit.statistics.hedged import THIN_SPAN, PlanFamily, family_of, finish_family, splits_end_atom
 from dpaudit.audit.statistics.records import EpsilonBound, GDPBound, ProfileBound
 from dpaudit.audit.statistics.tilt import TAIL_MODELS, fit_tilt
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
@@ -123,7 +123,8 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
     holds fewer than ``audit.statistics.hedged.THIN_SPAN`` times the planning floor of calibration trials,
     the best whose smaller side holds at least that many (a planned test's side holds fewer than
     ``widest``), and the tilt's, are certified together
-    (:class:`~dpaudit.audit.statistics.hedged.PlanFamily`).
+    (:class:`~dpaudit.audit.statistics.hedged.PlanFamily`), less any that takes part of the scores' end
+    atom (``audit.statistics.hedged.splits_end_atom``) while another is left.
     """
     delta, beta = check_delta(delta), 1 - check_confidence(confidence)
     tail_model = check_choice("tail_model", tail_model, TAIL_MODELS)
@@ -143,7 +144,10 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
     # candidates, and the tilt's (its smoothed rates only: where they plan nothing positive it has no member)
     tilted = place(tilt, ((np.inf, 0.0),), counted=False)[0] if tilt is not None else None
     span = THIN_SPAN * planning_floor(cal_a.size, cal_b.size)
-    return family_of([*place(None, ((widest, 0.0), (span, 0.0), (widest, span))), tilted])
+    placed = [*place(None, ((widest, 0.0), (span, 0.0), (widest, span))), tilted]
+    # a test taking part of the scores' end atom: the whole atom certifies more (the wide member may take it)
+    kept = [plan for plan in placed if plan is not None and not splits_end_atom(plan, cal_a, cal_b)]
+    return family_of(kept or placed)
 
 
 def _placed(cal_a, cal_b, tilt, spans: tuple[tuple[float, float], ...], *, delta: float, beta: float,

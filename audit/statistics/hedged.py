@@ -17,7 +17,9 @@ tests, all fixed on calibration scores only:
 - the best test whose smaller side (region or complement) holds fewer than
   :data:`THIN_SPAN` times the planning floor of pooled calibration trials
   (``audit.statistics.thresholds.thin_tests``): the thin tail, placed by the
-  same rule;
+  same rule, unless that side is a fraction of the one atom at the end of
+  the scores (:func:`splits_end_atom`: the whole atom has the same
+  likelihood ratio and more trials, and the wide member may take it);
 - the best test whose smaller side holds at least that many: the wide
   member, placed by the same rule (the counts' test is one of these two, so
   whichever of them the counts chose, the other is certified beside it);
@@ -47,7 +49,7 @@ import numpy as np
 from dpaudit.audit.statistics.confidence import Counts, ThresholdPlan
 from dpaudit.audit.statistics.records import EpsilonBound
 
-__all__ = ["HEDGE_MEMBERS", "THIN_SPAN", "PlanFamily", "family_of", "finish_family"]
+__all__ = ["HEDGE_MEMBERS", "THIN_SPAN", "PlanFamily", "family_of", "finish_family", "splits_end_atom"]
 
 #: The most tests a hedged plan certifies together: the thin tail's, the wide member's (one of the two is the
 #: counts' placement) and the tilt's
@@ -95,6 +97,26 @@ class PlanFamily:
 def _key(plan: ThresholdPlan) -> tuple:
     return (plan.sign, plan.method, plan.direction, tuple(np.atleast_1d(plan.thresholds).tolist()),
             tuple(plan.fractions.tolist()))
+
+
+def splits_end_atom(plan: ThresholdPlan, cal_a: np.ndarray, cal_b: np.ndarray) -> bool:
+    """Whether ``plan``'s test has a smaller side (region or complement, in pooled calibration trials) that is a
+    fraction of one atom: the oriented scores' largest value (its region ``s > t`` empty) or smallest (its
+    complement ``s < t`` empty), taken in part by the tie-break.
+
+    Such a test has the atom's likelihood ratio on fewer trials than the whole atom, which certifies more in
+    expectation; at small epsilon on a few-valued output the thin-tail member is that (a thirty-second of an
+    SVT's most telling answer vector) and only costs the others their share of ``beta`` (docs/theory.md 7).
+    Calibration scores only: dropping it costs nothing in the failure probability.
+    """
+    fraction = float(plan.fractions[0])
+    if fraction >= 1.0:
+        return False
+    oriented = plan.sign * np.concatenate([np.asarray(cal_a, dtype=float), np.asarray(cal_b, dtype=float)])
+    threshold = float(plan.thresholds[0])
+    above, below = int(np.count_nonzero(oriented > threshold)), int(np.count_nonzero(oriented < threshold))
+    inside = above + fraction * (oriented.size - above - below)
+    return above == 0 if inside <= oriented.size - inside else below == 0
 
 
 def family_of(plans: Sequence[ThresholdPlan | None]) -> ThresholdPlan | PlanFamily:
