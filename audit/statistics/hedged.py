@@ -17,16 +17,18 @@ tests, all fixed on calibration scores only:
 - the best test whose smaller side (region or complement) holds fewer than
   :data:`THIN_SPAN` times the planning floor of pooled calibration trials
   (``audit.statistics.thresholds.thin_tests``): the thin tail, placed by the
-  same rule, unless that side is a fraction of the one atom at the end of
-  the scores (:func:`splits_end_atom`: the whole atom has the same
-  likelihood ratio and more trials, and the wide member may take it);
+  same rule;
 - the best test whose smaller side holds at least that many: the wide
   member, placed by the same rule (the counts' test is one of these two, so
   whichever of them the counts chose, the other is certified beside it);
 - the test placed by the exponential tilt of the scores
   (``audit.statistics.tilt``), where its gate keeps it.
 
-Equal tests are certified once. Each of the ``k`` distinct tests is certified
+Equal tests are certified once, and a test whose smaller side is a fraction
+of the one atom at the end of the scores is left out while another is left
+(:func:`splits_end_atom`: the whole atom has the same likelihood ratio on
+more trials; on a few-valued output the thin tail is often such a
+fraction). Each of the ``k`` distinct tests is certified
 at failure probability ``beta / k`` and the largest bound is reported: by the
 union bound, the probability that any of them overstates is at most ``beta``,
 so the reported bound holds at ``1 - beta`` whichever member gives it. Every
