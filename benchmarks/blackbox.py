@@ -142,14 +142,18 @@ def main(argv=None) -> int:
                   f"ceiling@{trials:g} {_fmt(row['ceiling']):>7} reach {_fmt(row.get('reach'))}")
     elif args.mode == "suite":
         for row in rows:
+            band = "?" if row["ceiling_low"] is None else f"{row['ceiling_low']:.4f}-{row['ceiling_high']:.4f}"
             print(f"{row['name']:<28} claim {row['claimed_epsilon']:.3f} true {_fmt(row['true_epsilon']):>7} "
-                  f"ceiling {_fmt(row['ceiling']):>7} certified {row['epsilon_lower_bound']:.4f} "
+                  f"ceiling {_fmt(row['ceiling']):>7} band {band:>15} certified {row['epsilon_lower_bound']:.4f} "
                   f"{row['status']:<12} {row['pair']:<18} {row['seconds']:.1f}s (cpu {row['cpu_seconds']:.1f}s)")
         correct = [r for r in rows if not r["violates"] and r["ceiling"]]
         if correct:
             shares = [r["epsilon_lower_bound"] / r["ceiling"] for r in correct]
+            short = [r["name"] for r in correct if r["epsilon_lower_bound"] < 0.5 * r["ceiling"]]
+            below = [r["name"] for r in correct if r["below_band"]]
             print(f"correct algorithms with a ceiling: certified / ceiling median {np.median(shares):.2f}, "
-                  f"min {min(shares):.2f}")
+                  f"min {min(shares):.2f}; below half the ceiling: {', '.join(short) or 'none'}; below the "
+                  f"band of the oracle test's bound: {', '.join(below) or 'none'}")
     elif args.mode == "screen":
         for row in rows:
             print(f"{row['algorithm']:<28} seed {row['seed']} {row['pair']:<18} ceiling@{trials:g} "

@@ -152,6 +152,22 @@ def test_numerical_svt_sampler_matches_its_law():
     assert law.true_epsilon <= 0.1 + 1e-9  # eps-DP (Wang et al. 2019)
 
 
+def test_the_ceiling_band_is_the_spread_of_the_oracle_test_s_bound():
+    # two outcomes; the oracle accepts the second (ratio 2): FPR 0.1, 1 - FNR 0.2, and its bound is about
+    # log(phat_b / phat_a) minus a margin, whose standard deviation by the delta method is sqrt(13 / N)
+    # (0.9 / (0.1 N) + 0.8 / (0.2 N)). The band is the central 95% of the bound over binomial draws, so its
+    # half-width is about 1.96 of those deviations; tolerance 10%: the quantiles of 4000 draws carry about
+    # 4% of the width, the delta method's error falls like 1 / sqrt(N)
+    law = laws.OutputLaw(np.array([0.9, 0.1]), np.array([0.8, 0.2]), "two outcomes")
+    for trials in (10**4, 10**5):
+        band = law.ceiling_band(trials)
+        assert band.ceiling == law.ceiling(trials) and band.low < band.ceiling < band.high < math.log(2)
+        assert (band.high - band.low) / 2 == pytest.approx(1.96 * math.sqrt(13 / trials), rel=0.10)
+    assert law.ceiling_band(10**4) == law.ceiling_band(10**4)  # seeded: a law and N give one band
+    # a weaker order's band lies lower, as its ceiling does
+    assert law.ceiling_band(10**4, order=np.array([0, 1])).high < law.ceiling_band(10**4).low
+
+
 def test_merging_a_law_by_ratio_keeps_its_ceiling():
     first, second = np.ones(6), np.r_[[2.0] * 3, [0.0] * 3]
     law = svt_laws.svt_values_law(first, second, epsilon=0.1, threshold=1.0)

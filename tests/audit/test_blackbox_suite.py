@@ -63,10 +63,12 @@ def test_suite_cli_json_and_table(capsys):
     (row,) = document["algorithms"]
     assert row["name"] == "truncated-geometric" and row["status"] == "passed"
     assert row["true_epsilon"] == pytest.approx(math.log(1.125)) and 0 <= row["ceiling"] < row["true_epsilon"]
+    assert row["ceiling_low"] <= row["ceiling"] <= row["ceiling_high"]  # the ceiling's band (theory 3.4)
+    assert row["below_band"] == (row["epsilon_lower_bound"] < row["ceiling_low"])
     assert main(["zoo", "--suite", "black-box", "--trials", "5000", "--screen-trials", "500", "--only",
                  "geometric", "--no-law"]) == 0
     table = capsys.readouterr().out
-    assert "truncated-geometric" in table and "passed" in table
+    assert "truncated-geometric" in table and "passed" in table and "band" in table
 
 
 @pytest.mark.parametrize("argv", [["zoo", "--suite", "grey-box"],

@@ -18,7 +18,10 @@ computed from the exact CDFs; the sparse vector technique's laws are in
   the better of Clopper-Pearson and the conditional bound
   (:func:`dpaudit.audit.statistics.ceiling.statistical_ceiling`). A partition coarser
   than the output can only lower it: the ceiling of a cell law is what the
-  best test of the cells certifies.
+  best test of the cells certifies;
+* the ceiling's band: where 95% of audits at the oracle threshold land
+  (:func:`dpaudit.audit.statistics.ceiling.statistical_ceiling_band`), the spread a
+  single run's certified bound has even with the best test.
 
 References
 ----------
@@ -32,7 +35,7 @@ import math
 
 import numpy as np
 
-from dpaudit.audit.statistics.ceiling import statistical_ceiling
+from dpaudit.audit.statistics.ceiling import CeilingBand, statistical_ceiling, statistical_ceiling_band
 from dpaudit.audit.checks.zoo.blackbox import bloom_positions, geometric_cdf
 from dpaudit.mechanisms.errors import ParameterError
 
@@ -80,6 +83,27 @@ class OutputLaw:
         ``order`` lists the outcomes in the order a score accepts them (its values decreasing); by default
         the log-ratio's, the best order: then this is the law's ceiling, otherwise that score's.
         """
+        return statistical_ceiling(*self._oracle_rates(order), trials=trials, delta=delta, confidence=confidence)
+
+    def ceiling_band(self, trials: int, *, confidence: float = 0.95, delta: float = 0.0,
+                     order: np.ndarray | None = None) -> CeilingBand:
+        """:meth:`ceiling` with its band: where 95% of ideal threshold audits with ``trials`` per side land.
+
+        The ceiling is a central figure: an audit at the oracle threshold certifies above it about half the
+        time. The band is the 2.5% and 97.5% quantiles of the bound certified at the oracle threshold when
+        the two error counts are drawn from their binomial laws (seeded: a law and ``trials`` always give
+        the same band; docs/theory.md 3.4). A certified bound below the band's low end is a weaker test
+        than the oracle's, not only an unlucky draw.
+        """
+        return statistical_ceiling_band(*self._oracle_rates(order), trials=trials, delta=delta,
+                                        confidence=confidence)
+
+    def _oracle_rates(self, order: np.ndarray | None) -> tuple:
+        """Error rates of the test that accepts the outcomes in ``order`` and a fraction of the next.
+
+        The threshold ``t = k + g`` accepts the first ``k`` outcomes and a fraction ``g`` of outcome ``k``;
+        returns the two rates as functions of ``t`` and the grid of thresholds searched.
+        """
         if order is None:
             order = np.argsort(-self.log_ratio(), kind="stable")
         elif sorted(np.asarray(order).tolist()) != list(range(self.outcomes)):
@@ -88,7 +112,6 @@ class OutputLaw:
         accept_b = np.concatenate([[0.0], np.cumsum(self.mass_b[order])])
         total_b = accept_b[-1]
         vertices = np.arange(accept_a.size, dtype=float)
-        # the oracle accepts the outcomes of largest ratio and a fraction of the next: t = k + g
         grid = np.union1d(np.linspace(0.0, vertices[-1], int(min(20_000, 64 * vertices[-1] + 1))), vertices)
 
         def false_positive_rate(t):
@@ -96,8 +119,7 @@ class OutputLaw:
 
         def false_negative_rate(t):
             return np.clip(total_b - np.interp(t, vertices, accept_b), 0.0, 1.0)
-        return statistical_ceiling(false_positive_rate, false_negative_rate, grid, trials=trials, delta=delta,
-                                   confidence=confidence)
+        return false_positive_rate, false_negative_rate, grid
 
     def reach(self, fraction: float = 0.9) -> float:
         """The larger side's probability of the outcomes whose ratio is at least ``fraction`` of the true epsilon.
