@@ -43,6 +43,9 @@ def test_suite_end_to_end_on_a_small_budget():
     assert wrong.epsilon_lower_bound <= wrong.ceiling <= wrong.true_epsilon
     assert wrong.pair in ("one-up", "one-down") and wrong.relation == "one-answer"
     assert wrong.trials_used <= 20_000  # sequential looks stop at the first certified violation
+    # the band is that of all the trials: no verdict on a run that stopped early
+    assert wrong.below_band is (None if wrong.trials_used < 20_000 else wrong.epsilon_lower_bound < wrong.ceiling_low)
+    assert correct.trials_used == 20_000 and correct.below_band == (correct.epsilon_lower_bound < correct.ceiling_low)
     document = wrong.to_dict()
     assert document["status"] == "caught" and document["share_of_ceiling"] > 0
 

@@ -176,9 +176,13 @@ class SuiteResult:
 
     @property
     def below_band(self) -> bool | None:
-        """Whether the certified bound lies below the ceiling's band (fewer than 2.5% of ideal audits land
-        there): a weaker test than the oracle's rather than only an unlucky draw."""
-        return None if self.ceiling_low is None else self.epsilon_lower_bound < self.ceiling_low
+        """Whether the certified bound lies below the ceiling's band (fewer than 2.5% of ideal audits on all
+        the trials land there): the cost of the audit's own test and of its calibration trials, not only
+        an unlucky draw. None without a band, or when the audit stopped early at a certified violation
+        (the band is that of all the trials)."""
+        if self.ceiling_low is None or self.trials_used < self.trials:
+            return None
+        return self.epsilon_lower_bound < self.ceiling_low
 
     def to_dict(self) -> dict[str, Any]:
         def finite(value):
