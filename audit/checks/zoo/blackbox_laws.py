@@ -92,8 +92,8 @@ class OutputLaw:
         The ceiling is a central figure: an audit at the oracle threshold certifies above it about half the
         time. The band is the 2.5% and 97.5% quantiles of the bound certified at the oracle threshold when
         the two error counts are drawn from their binomial laws (seeded: a law and ``trials`` always give
-        the same band; docs/theory.md 3.4). A certified bound below the band's low end is a weaker test
-        than the oracle's, not only an unlucky draw.
+        the same band; docs/theory.md 3.4). A certified bound below the band's low end shows the cost of the
+        audit's own test and of the trials it calibrates on, not only an unlucky draw.
         """
         return statistical_ceiling_band(*self._oracle_rates(order), trials=trials, delta=delta,
                                         confidence=confidence)
