@@ -29,7 +29,10 @@ per-coordinate effects of an SVT's ten answers are each about as large as
 their noise, while the numbers of "below" answers in each group order its
 outcomes as their likelihood ratio does. Otherwise a logistic regression
 (``attacks.classifiers``) is fitted on the encoded columns, reading each
-value linearly. Where every coordinate is a category or holds sentinels, a
+value linearly; where the pair groups the coordinates, each group's
+sentinel codes are counted and its values summed (one slope per group)
+unless Akaike's criterion prefers one effect per coordinate, as for the
+categories (``count_mixed``; the pair screen keeps one per coordinate). Where every coordinate is a category or holds sentinels, a
 second reading competes on the calibration log-likelihood: each value cut at
 its coordinate's calibration median (:func:`coarsen`), which makes the output
 categorical and scores it by the outcome table. A value whose log-ratio is a
@@ -276,11 +279,13 @@ def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray,
     return outcome_table
 
 
-def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int, groups: np.ndarray | None = None):
+def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int, groups: np.ndarray | None = None,
+                 count_mixed: bool = True):
     """The ``discrete`` score fitted on calibration outputs of ``S`` and ``S'`` (module docstring).
 
     ``groups`` labels the coordinates whose values may share one effect (``attacks.value_counts.record_groups``); None
-    gives every coordinate its own.
+    gives every coordinate its own. ``count_mixed=False`` keeps one effect per coordinate where the output
+    mixes sentinels with released values (the pair screen's reading, ``audit.checks.vector_pairs``).
 
     Raises
     ------
@@ -306,14 +311,20 @@ def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int, groups: np.
     # answers of +-20) as magnitudes, and a contest on 2% of the calibration trials picks among them by
     # luck (docs/theory.md 7): a portfolio takes this one without a contest
     preferred = all(level is not None or sentinel.size for level, sentinel in zip(encoding.levels, encoding.sentinels))
+    linear = log_likelihood(classifier, features_a, features_b)
     if preferred:
-        split = _fit_split(encoding, cal_a, cal_b, log_likelihood(classifier, features_a, features_b), seed=seed)
+        split = _fit_split(encoding, cal_a, cal_b, linear, seed=seed)
         if split is not None:
             return split
+    model = "coordinates"
+    if count_mixed and groups is not None:  # each group's sentinels counted and values summed, if Akaike agrees
+        classifier, model = pool_values(encoding, features_a, features_b, np.concatenate([features_a, features_b]),
+                                        classifier, groups, seed=seed, likelihood=linear)
 
     def encoded(outputs: np.ndarray) -> np.ndarray:
         return classifier(encoding.features(_canonical(outputs)))
     encoded.preferred = preferred
+    encoded.model = model
     encoded.values = "linear"
     encoded.tail_model = TAIL_MODEL
     encoded.calibration_share = CALIBRATION_SHARE

@@ -8,9 +8,11 @@ records alike, a value may instead have one effect in all of them: the
 regression on the number of coordinates of each group at each value. At
 epsilon 0.1 the per-coordinate effects are about as large as their noise
 on the calibration trials, and the counts order the outcomes as their
-likelihood ratio does where the coordinates are alike. Akaike's criterion
-chooses between the two models on the calibration trials, so the choice
-costs no confidence.
+likelihood ratio does where the coordinates are alike. Where the output
+mixes sentinel codes with released values (SVT3's noisy answers), the
+codes are counted the same way and each group's values are summed: one
+slope per group. Akaike's criterion chooses between the two models on the
+calibration trials, so the choice costs no confidence.
 
 References
 ----------
@@ -47,20 +49,26 @@ def log_likelihood(classifier: ScoreFunction, features_a: np.ndarray, features_b
 
 
 def value_counts(encoding: Encoding, groups: np.ndarray) -> np.ndarray | None:
-    """The matrix taking a categorical encoding's one-hot columns to the number of coordinates of each group
-    at each value.
+    """The matrix taking an encoding's columns to the number of coordinates of each group at each value, and
+    the sum of each group's released values.
 
-    ``groups`` labels each coordinate. Row ``c`` (a column of :meth:`Encoding.features`: coordinate ``j``
-    at value ``v``) has a single 1, in the column of ``(groups[j], v)``. None when no group holds a value in
-    two coordinates (the counts would be the one-hot columns again).
+    ``groups`` labels each coordinate. Row ``c`` (a column of :meth:`Encoding.features`) has a single 1: a
+    category's column (coordinate ``j`` at value ``v``) in the column of ``(groups[j], v)``, a sentinel's
+    flag in that of ``(groups[j], sentinel)``, and a value (a mixed coordinate's, 0 where a sentinel is
+    flagged, or a continuous one) in the column of ``groups[j]``'s values, which sums them. None when no
+    group holds a value, a sentinel or a released value in two coordinates (the columns would be the
+    encoding's again).
     """
-    if not encoding.categorical:
-        raise ParameterError("value_counts needs a categorical encoding (every coordinate a category)")
     groups = np.asarray(groups)
     if groups.shape != (len(encoding.levels),):
         raise ParameterError(f"groups must label each of the {len(encoding.levels)} coordinates, "
                              f"got groups of shape {groups.shape}")
-    keys = [(label, float(value)) for label, level in zip(groups.tolist(), encoding.levels) for value in level]
+    keys: list[tuple] = []
+    for label, level, sentinel in zip(groups.tolist(), encoding.levels, encoding.sentinels):
+        if level is not None:
+            keys += [(label, "category", float(value)) for value in level]
+        else:
+            keys += [(label, "sentinel", float(value)) for value in sentinel] + [(label, "value")]
     columns = {key: number for number, key in enumerate(dict.fromkeys(keys))}
     if len(columns) == len(keys):
         return None
@@ -97,15 +105,17 @@ def free_parameters(distinct: np.ndarray) -> int:
 
 
 def pool_values(encoding: Encoding, features_a: np.ndarray, features_b: np.ndarray, distinct: np.ndarray,
-                 per_coordinate: ScoreFunction, groups: np.ndarray | None, *, seed: int
-                 ) -> tuple[ScoreFunction, str]:
-    """The outcome table's model: the per-coordinate classifier, or one on the value counts of each group
-    when Akaike's criterion prefers it.
+                per_coordinate: ScoreFunction, groups: np.ndarray | None, *, seed: int,
+                likelihood: float | None = None) -> tuple[ScoreFunction, str]:
+    """The ``discrete`` score's regression: the per-coordinate classifier, or one on the value counts of
+    each group when Akaike's criterion prefers it.
 
     The value-count model gives a value one effect in every coordinate of a group (an "above" at the
-    third query weighs what one at the seventh does when both answers moved up), :data:`POOLING_PENALTY`
-    nats per parameter it saves; it is taken unless the per-coordinate model's calibration log-likelihood
-    beats it by more than that. Returns the classifier (on the one-hot columns) and "value counts" or
+    third query weighs what one at the seventh does when both answers moved up; a released value one
+    slope in all of them), :data:`POOLING_PENALTY` nats per parameter it saves; it is taken unless the
+    per-coordinate model's calibration log-likelihood (``likelihood``, computed when None) beats it by
+    more than that. ``distinct`` holds the encoded rows the parameters are counted on (the distinct rows
+    seen, or all of them). Returns the classifier (on the encoding's columns) and "value counts" or
     "coordinates".
     """
     from dpaudit.attacks.classifiers import fit_logistic
@@ -120,7 +130,8 @@ def pool_values(encoding: Encoding, features_a: np.ndarray, features_b: np.ndarr
 
     def pooled(features: np.ndarray) -> np.ndarray:
         return fitted(features @ counts)
-    gain = log_likelihood(per_coordinate, features_a, features_b) - log_likelihood(pooled, features_a, features_b)
-    if gain > POOLING_PENALTY * saved:
+    if likelihood is None:
+        likelihood = log_likelihood(per_coordinate, features_a, features_b)
+    if likelihood - log_likelihood(pooled, features_a, features_b) > POOLING_PENALTY * saved:
         return per_coordinate, "coordinates"
     return pooled, "value counts"

@@ -42,7 +42,9 @@ from typing import Any
 import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair
+from dpaudit.attacks.discrete import fit_discrete
 from dpaudit.attacks.scores import fit_score
+from dpaudit.attacks.value_counts import record_groups
 from dpaudit.audit.statistics.confidence import cp_upper
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
@@ -57,7 +59,10 @@ RELATIONS = ("component-wise", "one-answer")
 #: output row's counts; "discrete" is the audit's score for sentinel and few-valued outputs, skipped where
 #: it declines). Without "discrete" the screen read SVT3's sentinels (-1000 beside answers) as magnitudes
 #: and chose its one-up-rest-down pair (ceiling 0.109 at 10^6 trials) on one of seeds 0-3; with it, pairs of
-#: ceiling 0.198 on all four (docs/theory.md 8).
+#: ceiling 0.198 on all four (docs/theory.md 8). "discrete" keeps one effect per coordinate of a mixed output
+#: here (``count_mixed=False``): counted, its few parameters made the one-group patterns look strongest on the
+#: screen's 10^4 trials, and numerical SVT chose pairs of ceiling 0.032-0.034 against 0.040 on five of seven
+#: seeds (docs/theory.md 7).
 SCREEN_SCORES = ("projection", "gaussian", "difference", "histogram", "discrete")
 #: Patterns screened again in the second round. With 3 finalists on 4 times the trials, SVT4 (10^6 trials,
 #: screening seeds 0-7) lost its strongest pairs (X, half up and half down: ceiling 0.152) to pairs whose
@@ -165,7 +170,11 @@ def _strength(mechanism: Mechanism, candidate: VectorCandidate, scores: Sequence
                 continue
         else:
             try:
-                score = fit_score(name, pair, out_a[:half], out_b[:half], seed=0)
+                if name == "discrete":  # a mixed output's coordinates read one by one (SCREEN_SCORES)
+                    score = fit_discrete(out_a[:half], out_b[:half], seed=0, count_mixed=False,
+                                         groups=record_groups(pair, out_a.shape[1]))
+                else:
+                    score = fit_score(name, pair, out_a[:half], out_b[:half], seed=0)
             except ParameterError:  # the score declines these outputs (discrete on continuous ones)
                 continue
             held_out = (np.asarray(score(out_a[half:])), np.asarray(score(out_b[half:])))
