@@ -32,8 +32,9 @@ outcomes as their likelihood ratio does. Otherwise a logistic regression
 value linearly; where the pair groups the coordinates, each group's
 sentinel codes are counted and its values summed (one slope per group)
 unless Akaike's criterion prefers one effect per coordinate, as for the
-categories (``count_mixed``; the pair screen keeps one per coordinate). Where every coordinate is a category or holds sentinels, a
-second reading competes on the calibration log-likelihood: each value cut at
+categories (``count_mixed``; the pair screen keeps one per coordinate).
+Where every coordinate is a category or holds sentinels, a second reading
+competes on the calibration log-likelihood: each value cut at
 its coordinate's calibration median (:func:`coarsen`), which makes the output
 categorical and scores it by the outcome table. A value whose log-ratio is a
 step (fresh Laplace noise on an answer that moves by much less than its
@@ -311,7 +312,7 @@ def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int, groups: np.
     # answers of +-20) as magnitudes, and a contest on 2% of the calibration trials picks among them by
     # luck (docs/theory.md 7): a portfolio takes this one without a contest
     preferred = all(level is not None or sentinel.size for level, sentinel in zip(encoding.levels, encoding.sentinels))
-    linear = log_likelihood(classifier, features_a, features_b)
+    linear = log_likelihood(classifier, features_a, features_b) if preferred else None  # else computed if needed
     if preferred:
         split = _fit_split(encoding, cal_a, cal_b, linear, seed=seed)
         if split is not None:
