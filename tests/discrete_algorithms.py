@@ -9,6 +9,7 @@ computed), computed from the exact output law (enumeration and one-dimensional i
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 import itertools
 import math
 
@@ -32,6 +33,8 @@ class Algorithm:
     exact: float
     #: the exact output law on each dataset (outcome probabilities, same order), when it is discrete
     law: tuple[np.ndarray, np.ndarray] | None = None
+    #: the exact log-ratio ``log(P'(o) / P(o))`` of each output row, where known in closed form
+    log_ratio: Callable[[np.ndarray], np.ndarray] | None = None
 
     def sample(self, side: int, trials: int, seed: int) -> np.ndarray:
         """``trials`` outputs on ``S`` (side 0) or ``S'`` (side 1)."""
@@ -185,23 +188,51 @@ def svt_noisy_answers(epsilon: float, queries: int = 6) -> Algorithm:
                      pair, epsilon, math.nan)
 
 
-def sentinel_or_value(epsilon: float) -> Algorithm:
-    """Mixed output: ``-1000`` when a noisy answer falls below a threshold, else a fresh noisy answer.
+def sentinel_or_value(epsilon: float, *, coordinates: int = 1, values: str = "laplace") -> Algorithm:
+    """Mixed output: ``-1000`` when a noisy answer falls below a threshold, else a noisy value of the answer.
 
-    Each part spends ``epsilon / 2`` (Laplace(2/eps) on a sensitivity-1 answer): ``epsilon``-DP; the
-    exact epsilon of the pair (answers 0 and 1, threshold 0.5) is computed in closed form (the value is
-    snapped to a grid of 2^-10, post-processing that keeps the Laplace tails' ratio ``e^(eps/2)``).
+    Each of the ``coordinates`` answers is read so on its own with ``share = epsilon / coordinates``, half for
+    the comparison (Laplace noise of scale ``2 / share`` on a sensitivity-1 answer) and half for the value:
+    ``epsilon``-DP by composition. The value is, with ``values="laplace"``, a fresh noisy answer (Laplace of
+    scale ``2 / share``, snapped to a grid of 2^-10: post-processing that keeps the tails' ratio), whose
+    log-ratio between answers 0 and 1 is a step; with ``values="exponential"``, a point ``v`` of the grid
+    ``0, 2^-10, ..., 1`` drawn with probability proportional to ``exp(share (answer - 1/2) v)``, whose
+    log-ratio ``share (v - 1/2)`` is a line (the two weights' sums differ by ``exp(share / 2)``, by the
+    grid's symmetry). The pair moves every answer from 0 to 1 (threshold 0.5): all coordinates move alike
+    (one group, ``attacks.value_counts.record_groups``). The coordinates are independent, so the exact
+    epsilon, in closed form, is the larger over the two directions of the sum of the coordinates' largest
+    log-ratios.
     """
-    scale, threshold = 2.0 / epsilon, 0.5
+    scale, threshold = 2.0 / (epsilon / coordinates), 0.5
+    share = epsilon / coordinates
+    grid = np.arange(int(1 / GRID) + 1) * GRID
 
     def fn(records, rng, trials):
-        answer = float(np.ravel(records)[0])
-        passed = answer + _laplace(rng, scale, trials) >= threshold
-        value = np.round((answer + _laplace(rng, scale, trials)) / GRID) * GRID
-        return np.where(passed, value, SENTINEL)[:, None]
+        answers = np.ravel(records)[None, :]
+        passed = answers + _laplace(rng, scale, (trials, coordinates)) >= threshold
+        if values == "laplace":
+            value = np.round((answers + _laplace(rng, scale, (trials, coordinates))) / GRID) * GRID
+        else:
+            uniform = rng.random((trials, coordinates))
+            value = np.empty((trials, coordinates))
+            for j, answer in enumerate(answers[0]):  # one inverse CDF per coordinate, all trials at once
+                weights = np.exp(share * (answer - 0.5) * grid)
+                cdf = np.cumsum(weights) / weights.sum()
+                value[:, j] = grid[np.minimum(np.searchsorted(cdf, uniform[:, j], side="right"), grid.size - 1)]
+        return np.where(passed, value, SENTINEL)
 
-    below = [float(_laplace_cdf(threshold - q, scale)) for q in (0.0, 1.0)]
-    exact = max(abs(math.log(below[0] / below[1])),
-                abs(math.log((1 - below[0]) / (1 - below[1]))) + epsilon / 2)
-    return Algorithm("sentinel-or-value", dpaudit.from_batched_callable(fn, 1, name="sentinel-or-value"),
-                     (np.array([0.0]), np.array([1.0])), epsilon, exact)
+    below = [float(_laplace_cdf(threshold - q, scale)) for q in (0.0, 1.0)]  # P[sentinel] at answers 0, 1
+    released = math.log((1 - below[1]) / (1 - below[0]))  # a value's log-ratio (S' over S) before its noise
+    towards_b = max(math.log(below[1] / below[0]), released + share / 2)
+    towards_a = max(math.log(below[0] / below[1]), share / 2 - released)
+    exact = coordinates * max(towards_b, towards_a)
+
+    def log_ratio(outputs: np.ndarray) -> np.ndarray:  # exact for the exponential values (on the grid)
+        outputs = np.asarray(outputs, dtype=float)
+        return np.where(outputs == SENTINEL, math.log(below[1] / below[0]),
+                        released + share * (outputs - 0.5)).sum(axis=1)
+    name = "sentinel-or-value" if coordinates == 1 and values == "laplace" else \
+        f"sentinels-or-values-{coordinates}-{values}"
+    return Algorithm(name, dpaudit.from_batched_callable(fn, coordinates, name=name),
+                     (np.zeros(coordinates), np.ones(coordinates)), epsilon, exact,
+                     log_ratio=log_ratio if values == "exponential" else None)
