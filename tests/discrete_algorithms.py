@@ -9,9 +9,9 @@ computed), computed from the exact output law (enumeration and one-dimensional i
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 import itertools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
