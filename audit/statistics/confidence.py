@@ -147,24 +147,28 @@ def clopper_pearson(counts, trials, failure: float) -> tuple[np.ndarray, np.ndar
     ``counts`` is 0 and ``upper`` is 1 where ``counts`` reaches ``trials`` (also for ``trials``
     0: nothing is known). ``trials`` may be an array of the shape of ``counts``.
     """
+    return cp_lower(counts, trials, failure), cp_upper(counts, trials, failure)
+
+
+def cp_upper(counts, trials, failure: float) -> np.ndarray:
+    """One-sided Clopper-Pearson upper bounds on proportions, each failing w.p. <= ``failure`` (1 where
+    ``counts`` reaches ``trials``). Only this side's inverse beta is computed: the threshold searches call it
+    on thousands of candidates at a time."""
+    counts = np.asarray(counts, dtype=float)
+    trials = np.asarray(trials, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        upper = betainccinv(counts + 1, trials - counts, failure)
+    return np.where(counts >= trials, 1.0, np.nan_to_num(np.asarray(upper, dtype=float), nan=1.0))
+
+
+def cp_lower(counts, trials, failure: float) -> np.ndarray:
+    """One-sided Clopper-Pearson lower bounds on proportions, each failing w.p. <= ``failure`` (0 where
+    ``counts`` is 0)."""
     counts = np.asarray(counts, dtype=float)
     trials = np.asarray(trials, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         lower = betaincinv(counts, trials - counts + 1, failure)
-        upper = betainccinv(counts + 1, trials - counts, failure)
-    lower = np.where(counts <= 0, 0.0, np.nan_to_num(np.asarray(lower, dtype=float), nan=0.0))
-    upper = np.where(counts >= trials, 1.0, np.nan_to_num(np.asarray(upper, dtype=float), nan=1.0))
-    return lower, upper
-
-
-def cp_upper(counts, trials, failure: float) -> np.ndarray:
-    """One-sided Clopper-Pearson upper bounds on proportions, each failing w.p. <= ``failure``."""
-    return clopper_pearson(counts, trials, failure)[1]
-
-
-def cp_lower(counts, trials, failure: float) -> np.ndarray:
-    """One-sided Clopper-Pearson lower bounds on proportions, each failing w.p. <= ``failure``."""
-    return clopper_pearson(counts, trials, failure)[0]
+    return np.where(counts <= 0, 0.0, np.nan_to_num(np.asarray(lower, dtype=float), nan=0.0))
 
 
 def error_counts(scores_a: np.ndarray, scores_b: np.ndarray, thresholds) -> tuple[np.ndarray, np.ndarray]:
