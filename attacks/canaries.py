@@ -35,11 +35,12 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.attacks.schedules import check_schedule_fields, scheduled_pair
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.kinds import Relation
+from dpaudit.core.validation import check_choice
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import Relation
-from dpaudit.mechanisms.validation import check_choice
 
 __all__ = ["CANARY_KINDS", "DIRECTIONS", "PAIRS", "CanaryPair", "CanarySpec", "default_kind",
            "least_varying_direction"]
@@ -161,7 +162,6 @@ class CanarySpec:
             if values.ndim != 1 or not np.all(np.isfinite(values)) or not np.linalg.norm(values) > 0:
                 raise ParameterError(f"canary direction must be a non-zero list of numbers, got {self.direction!r}")
             object.__setattr__(self, "direction", tuple(values.tolist()))
-        from dpaudit.attacks.schedules import check_schedule_fields
 
         check_schedule_fields(self)
 
@@ -240,8 +240,6 @@ class CanarySpec:
         if kind == "boundary":
             mechanism = mechanism.with_boundary_start()
         if self.scheduled:
-            from dpaudit.attacks.schedules import scheduled_pair
-
             return CanaryPair(*scheduled_pair(self, mechanism, kind, index))
         background = self._background(mechanism)
         position = 1 if index is None else index

@@ -92,6 +92,7 @@ def fit_mlp(cal_a: np.ndarray, cal_b: np.ndarray, *, hidden: int, seed: int) -> 
     Trained on one torch thread (restored after): these small full-batch problems run about ten times
     faster than with threads competing for the cores of a busy machine.
     """
+    # torch loads when a network score is fitted, not with the scores' registry
     import torch
 
     threads = torch.get_num_threads()
@@ -103,6 +104,7 @@ def fit_mlp(cal_a: np.ndarray, cal_b: np.ndarray, *, hidden: int, seed: int) -> 
 
 
 def _train_mlp(cal_a: np.ndarray, cal_b: np.ndarray, *, hidden: int, seed: int) -> ScoreFunction:
+    # torch loads when a network score is fitted, not with the scores' registry
     import torch
 
     x, y, mean, std = _standardise(cal_a, cal_b)

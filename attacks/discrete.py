@@ -76,8 +76,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dpaudit.attacks.classifiers import fit_logistic
+from dpaudit.attacks.scores import BuiltinScore, register_score
+from dpaudit.attacks.shrinkage import shrink
 from dpaudit.attacks.value_counts import log_likelihood, pool_values, record_groups
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 if TYPE_CHECKING:
     from dpaudit.attacks.score_protocol import ScoreFunction
@@ -236,9 +239,6 @@ def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray,
     regression is the one on the value counts where ``attacks.value_counts``
     prefers it (the score's ``model`` says which).
     """
-    from dpaudit.attacks.classifiers import fit_logistic
-    from dpaudit.attacks.shrinkage import shrink
-
     features = None  # the calibration trials' one-hot columns, built only where a regression is fitted
     if classifier is None:  # the logistic regression on the one-hot columns (given when already fitted)
         features = encoding.features(cal_a), encoding.features(cal_b)
@@ -294,8 +294,6 @@ def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int, groups: np.
         When no coordinate takes few values or holds a sentinel (the plain classifiers apply), or
         ``groups`` does not label each coordinate once.
     """
-    from dpaudit.attacks.classifiers import fit_logistic
-
     cal_a, cal_b = _canonical(cal_a), _canonical(cal_b)
     if groups is not None and np.shape(groups) != (cal_a.shape[1],):
         raise ParameterError(f"groups must label each of the {cal_a.shape[1]} coordinates, "
@@ -336,8 +334,6 @@ def _fit_split(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray, linear:
     """The outcome table of the output with its values cut at their medians (:func:`coarsen`), or None when
     the additive model of that reading does not beat the linear one's log-likelihood ``linear`` by
     :data:`SPLIT_MARGIN` nats."""
-    from dpaudit.attacks.classifiers import fit_logistic
-
     cuts = median_cuts(encoding, np.concatenate([cal_a, cal_b]))
     coarse_a, coarse_b = coarsen(encoding, cuts, cal_a), coarsen(encoding, cuts, cal_b)
     coarse = fit_encoding(np.concatenate([coarse_a, coarse_b]))  # every coordinate a category now
@@ -360,8 +356,6 @@ def _fit_split(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray, linear:
 
 def _register() -> None:
     """Register ``discrete`` (imported by ``attacks.scores`` on the registry's first use)."""
-    from dpaudit.attacks.scores import BuiltinScore, register_score
-
     register_score(BuiltinScore(
         "discrete", "few-valued and mixed outputs: outcome log-ratio of calibration counts, or a classifier "
         "on one-hot categories and sentinel flags", True,

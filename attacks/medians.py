@@ -45,7 +45,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.attacks.scores import BuiltinScore, register_score
+from dpaudit.attacks.shrinkage import shrink
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["DENSITY_SPAN", "fit_median", "sign_test_efficiency"]
 
@@ -108,7 +110,6 @@ def fit_median(cal_a: np.ndarray, cal_b: np.ndarray):
     weights = sign_b.mean(axis=0) - sign_a.mean(axis=0)
     variance = sign_a.var(axis=0) / len(sign_a) + sign_b.var(axis=0) / len(sign_b)
     variance = np.maximum(variance, 1.0 / (len(sign_a) * len(sign_b)))  # a constant sign is still an estimate
-    from dpaudit.attacks.shrinkage import shrink
 
     common = float(np.sum(weights / variance) / np.sum(1.0 / variance))
     pooled_weights, tau2 = shrink(weights, variance, np.full_like(weights, common))
@@ -125,8 +126,6 @@ def fit_median(cal_a: np.ndarray, cal_b: np.ndarray):
 
 def _register() -> None:
     """Register ``median`` (imported by ``attacks.scores`` on the registry's first use)."""
-    from dpaudit.attacks.scores import BuiltinScore, register_score
-
     register_score(BuiltinScore(
         "median", "heavy-tailed continuous outputs: each coordinate's side of its calibration median, the "
         "signs weighted by their calibration mean differences pooled across coordinates", True,

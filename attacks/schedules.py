@@ -19,22 +19,18 @@ state threat model", ICLR 2025.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import numpy as np
 
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.kinds import Relation
+from dpaudit.core.validation import is_integer
 from dpaudit.mechanisms.base import Mechanism
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import Relation
 
 __all__ = ["check_schedule_fields", "schedule_of", "scheduled_pair"]
 
 MAX_SCHEDULED = 10**6  #: steps one schedule may list
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def check_schedule_fields(spec: Any) -> None:
@@ -43,7 +39,7 @@ def check_schedule_fields(spec: Any) -> None:
     if spec.every is not None and spec.steps is not None:
         raise ParameterError(f"canary every and steps are two ways to give a schedule; give one, got "
                              f"every={spec.every!r} and steps={spec.steps!r}")
-    if spec.every is not None and (not _is_int(spec.every) or spec.every < 1):
+    if spec.every is not None and (not is_integer(spec.every) or spec.every < 1):
         raise ParameterError(f"canary every must be an integer >= 1, got every={spec.every!r}")
     if spec.steps is not None:
         steps = spec.steps
@@ -51,7 +47,7 @@ def check_schedule_fields(spec: Any) -> None:
                 or len(steps) > MAX_SCHEDULED):
             raise ParameterError(f"canary steps must be a non-empty list of steps (1-based), got steps={steps!r}")
         for step in steps:
-            if not _is_int(step) or step < 1:
+            if not is_integer(step) or step < 1:
                 raise ParameterError(f"canary steps must be integers >= 1 (1-based), got step {step!r}")
         if len(set(steps)) != len(steps):
             raise ParameterError(f"canary steps must list each step once, got steps={list(steps)!r}")

@@ -40,7 +40,8 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import logsumexp
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.attacks.scores import BuiltinScore, register_score
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["STEP_SCORES", "fit_step_score", "step_count", "step_values"]
 
@@ -130,8 +131,6 @@ def _applies(name: str) -> Callable:
 
 def _register() -> None:
     """Register the per-step scores (imported by ``attacks.scores`` on the registry's first use)."""
-    from dpaudit.attacks.scores import BuiltinScore, register_score
-
     for name, summary in STEP_SCORES.items():
         register_score(BuiltinScore(name, summary, True,
                                     lambda pair, a, b, seed, name=name: fit_step_score(name, pair, a, b),

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.attacks.classifiers import fit_logistic
+from dpaudit.core.errors import ParameterError
 
 if TYPE_CHECKING:
     from dpaudit.attacks.canaries import CanaryPair
@@ -43,6 +44,7 @@ POOLING_PENALTY = 1.0
 
 def log_likelihood(classifier: ScoreFunction, features_a: np.ndarray, features_b: np.ndarray) -> float:
     """The calibration log-likelihood of a logistic classifier (label 1: ``S'``)."""
+    # SciPy's special functions load for the counted regression only
     from scipy.special import log_expit
 
     return float(np.sum(log_expit(-classifier(features_a))) + np.sum(log_expit(classifier(features_b))))
@@ -118,8 +120,6 @@ def pool_values(encoding: Encoding, features_a: np.ndarray, features_b: np.ndarr
     seen, or all of them). Returns the classifier (on the encoding's columns) and "value counts" or
     "coordinates".
     """
-    from dpaudit.attacks.classifiers import fit_logistic
-
     counts = None if groups is None else value_counts(encoding, groups)
     if counts is None:
         return per_coordinate, "coordinates"

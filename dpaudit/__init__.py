@@ -2,7 +2,8 @@
 
 The top level holds the small public API; everything else lives in its
 subpackage (:mod:`dpaudit.mechanisms`, :mod:`dpaudit.attacks`,
-:mod:`dpaudit.audit`, :mod:`dpaudit.reports`).
+:mod:`dpaudit.auditing` (the folder ``audit/``), :mod:`dpaudit.reports`;
+:mod:`dpaudit.core` holds the errors and checks every layer uses).
 
 >>> import dpaudit
 >>> mech = dpaudit.make("gaussian", sigma=1.0)
@@ -11,9 +12,7 @@ subpackage (:mod:`dpaudit.mechanisms`, :mod:`dpaudit.attacks`,
 'consistent'
 
 Attributes are imported on first use, so ``import dpaudit`` (and
-``dpaudit --help``) stays fast and does not load torch. ``dpaudit.audit`` is
-also the name of the subpackage; the subpackage is callable and forwards to
-the function, so both spellings run an audit.
+``dpaudit --help``) stays fast and does not load torch.
 """
 
 from __future__ import annotations
@@ -24,24 +23,27 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.2.0"
 
 _PUBLIC = {
-    "make": "dpaudit.mechanisms.base",
+    "make": "dpaudit.mechanisms.registry",
     "from_callable": "dpaudit.mechanisms.wrapped",
     "from_batched_callable": "dpaudit.mechanisms.wrapped",
-    "audit": "dpaudit.audit.jobs.api",
-    "search": "dpaudit.audit.checks.search",
-    "load_result": "dpaudit.audit.jobs.result",
-    "AuditResult": "dpaudit.audit.jobs.result",
-    "assert_private": "dpaudit.audit.checks.regression",
-    "PrivacyViolation": "dpaudit.audit.checks.regression",
+    "audit": "dpaudit.auditing.checks.api",
+    "search": "dpaudit.auditing.checks.search",
+    "load_result": "dpaudit.auditing.jobs.result",
+    "AuditResult": "dpaudit.auditing.jobs.result",
+    "assert_private": "dpaudit.auditing.checks.regression",
+    "PrivacyViolation": "dpaudit.auditing.checks.regression",
+    "ParameterError": "dpaudit.core.errors",
+    "DPAuditError": "dpaudit.core.errors",
 }
 __all__ = ["__version__", *_PUBLIC]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from dpaudit.audit.jobs.api import audit
-    from dpaudit.audit.checks.regression import PrivacyViolation, assert_private
-    from dpaudit.audit.jobs.result import AuditResult, load_result
-    from dpaudit.audit.checks.search import search
-    from dpaudit.mechanisms.base import make
+    from dpaudit.auditing.checks.api import audit
+    from dpaudit.auditing.checks.regression import PrivacyViolation, assert_private
+    from dpaudit.auditing.checks.search import search
+    from dpaudit.auditing.jobs.result import AuditResult, load_result
+    from dpaudit.core.errors import DPAuditError, ParameterError
+    from dpaudit.mechanisms.registry import make
     from dpaudit.mechanisms.wrapped import from_batched_callable, from_callable
 
 

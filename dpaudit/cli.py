@@ -12,12 +12,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-# what commands share lives in dpaudit.commands.common; these names stay importable from here
-from dpaudit.commands.common import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_VIOLATION, UsageError, count,
-                                     emit_json)
-from dpaudit.mechanisms.errors import DPAuditError
+from dpaudit.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, UsageError
+from dpaudit.core.errors import DPAuditError
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_OK", "EXIT_VIOLATION", "UsageError", "count", "emit_json", "main"]
+__all__ = ["main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -29,9 +27,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from dpaudit import commands
-
-    from dpaudit import __version__
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
+    from dpaudit import __version__, commands
 
     parser = _Parser(prog="dpaudit", description="Empirical privacy auditing of DP mechanisms.")
     parser.add_argument("--version", action="version", version=f"dpaudit {__version__}")

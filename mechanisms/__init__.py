@@ -5,8 +5,9 @@
 >>> mech.sample(trials=1000, seed=0).shape
 (1000, 10)
 
-Names are imported on first use (PEP 562), so ``import dpaudit.mechanisms.errors``
-(the command line's start-up) does not import torch.
+Names are imported on first use (PEP 562), so importing the package does not
+import torch. The errors mechanisms raise live in the base room
+(:mod:`dpaudit.core.errors`, public as ``dpaudit.ParameterError``).
 """
 
 from __future__ import annotations
@@ -14,21 +15,17 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from dpaudit.mechanisms.errors import DPAuditError, ParameterError
-
 _LAZY = {
     "CallableMechanism": "wrapped", "from_callable": "wrapped", "BatchedCallableMechanism": "wrapped",
     "from_batched_callable": "wrapped", "Dataset": "dataset", "as_dataset": "dataset",
-    "Mechanism": "base", "describe": "base", "make": "base", "registered": "base", "make_rng": "base",
+    "Mechanism": "base", "make_rng": "base", "describe": "registry", "make": "registry", "registered": "registry",
 }
 
 __all__ = [
     "BatchedCallableMechanism",
     "CallableMechanism",
-    "DPAuditError",
     "Dataset",
     "Mechanism",
-    "ParameterError",
     "as_dataset",
     "describe",
     "from_batched_callable",

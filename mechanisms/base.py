@@ -3,7 +3,8 @@
 A mechanism is a frozen dataclass of validated parameters that samples a whole
 batch of independent trials in one tensor computation
 (``sample(dataset, *, trials, seed) -> ndarray of shape (trials, output_dim)``)
-and lists its theoretical privacy claims (``claims(*, index=None)``).
+and says what it does as a frozen description (``privacy_description``), from
+which the accountants build its claims (``claims(*, index=None)``).
 """
 
 from __future__ import annotations
@@ -11,25 +12,24 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
 
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_choice, check_int
 from dpaudit.mechanisms import tiles
+from dpaudit.mechanisms.accounting.descriptions import PrivacyDescription, Undeclared
 from dpaudit.mechanisms.dataset import Dataset, as_dataset
-from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.hooks import AuditHooks
-from dpaudit.mechanisms.validation import check_choice, check_int
+
+if TYPE_CHECKING:
+    from dpaudit.mechanisms.accounting.claims import Claim
 
 __all__ = [
     "Mechanism",
-    "ParamInfo",
-    "describe",
-    "make",
     "param",
-    "register",
-    "registered",
     "make_rng",
     "RELEASE_GRID",
     "snap",
@@ -142,8 +142,20 @@ class Mechanism(AuditHooks, abc.ABC):
     #: Canary kinds this mechanism supports; the first is its default, the tightest known.
     canary_kinds: ClassVar[tuple[str, ...]] = ("input",)
 
-    def claims(self, *, index: int | None = None) -> list:
+    @property
+    def privacy_description(self) -> PrivacyDescription:
+        """What this mechanism does, as the frozen value the accountants read (``accounting.descriptions``).
+
+        The claims are built from it alone (:meth:`claims`); a mechanism that
+        states no guarantee (a user's function) is :class:`Undeclared`.
+        """
+        return Undeclared()
+
+    def claims(self, *, index: int | None = None) -> list[Claim]:
         """Every theoretical bound for these parameters, applicable or not (with the reason).
+
+        Built by the accountants from :attr:`privacy_description`
+        (``accounting.builders.claims_for``), once per description.
 
         Parameters
         ----------
@@ -161,11 +173,11 @@ class Mechanism(AuditHooks, abc.ABC):
                                      f"{self.name} has none, got index={index}")
             if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 1 <= index <= self.n_records:
                 raise ParameterError(f"index must be in 1..{self.n_records}, got index={index!r}")
-        return self._claims(index)
+            index = int(index)
+        # the accountants (and SciPy under them) load with the first claim, not with every mechanism
+        from dpaudit.mechanisms.accounting.builders import claims_for
 
-    def _claims(self, index: int | None) -> list:
-        """The claims of this mechanism family; subclasses inherit their parent's."""
-        return []
+        return claims_for(self.privacy_description, index)
 
     @property
     def schedule_steps(self) -> int | None:
@@ -389,7 +401,3 @@ class Mechanism(AuditHooks, abc.ABC):
     def check_dtype(self) -> None:
         """Validate the optional ``dtype`` parameter."""
         check_choice("dtype", getattr(self, "dtype", "float64"), _DTYPES)
-
-
-# The registry lives in its own module; these names stay importable from here.
-from dpaudit.mechanisms.registry import ParamInfo, describe, make, register, registered  # noqa: E402

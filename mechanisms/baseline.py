@@ -13,10 +13,12 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from dpaudit.core.validation import check_int, check_real
 from dpaudit.mechanisms import noise
-from dpaudit.mechanisms.base import Mechanism, param, register
+from dpaudit.mechanisms.accounting.descriptions import NoisyQuery
+from dpaudit.mechanisms.base import Mechanism, param
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.validation import check_int, check_real
+from dpaudit.mechanisms.registry import register
 
 __all__ = ["GaussianMechanism", "LaplaceMechanism"]
 
@@ -76,6 +78,12 @@ class _SumQuery(Mechanism):
                 dtype: torch.dtype) -> torch.Tensor:
         return noise.draw(self.noise_kind, (trials, self.dim), self.spread, rng, dtype).add_(self.total(data, dtype))
 
+    @property
+    def privacy_description(self) -> NoisyQuery:
+        """A clipped sum plus noise: sensitivity ``sensitivity`` under add/remove, twice that under replace-one."""
+        return NoisyQuery(self.noise_kind, getattr(self, self.spread_name),
+                          (("add-remove", self.sensitivity), ("replace-one", 2 * self.sensitivity)))
+
     def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
         """Exact ``log p_B(x) - log p_A(x)``: the optimal distinguisher (Neyman-Pearson)."""
         mean_a, mean_b = (self.total(d, torch.float64).numpy() for d in (dataset_a, dataset_b))
@@ -108,11 +116,6 @@ class GaussianMechanism(_SumQuery):
     sigma: float = param(1.0, "standard deviation of the Gaussian noise")
     dtype: str = param("float64", "torch dtype of the computation: float32 or float64")
 
-    def _claims(self, index: int | None) -> list:
-        from dpaudit.mechanisms.accounting.builders.baseline import gaussian_claims
-
-        return gaussian_claims(self, index)
-
 
 @register
 @dataclasses.dataclass(frozen=True)
@@ -127,8 +130,3 @@ class LaplaceMechanism(_SumQuery):
     sensitivity: float = param(1.0, "L1 clipping norm of a record (add/remove sensitivity)")
     scale: float = param(1.0, "scale b of the Laplace noise")
     dtype: str = param("float64", "torch dtype of the computation: float32 or float64")
-
-    def _claims(self, index: int | None) -> list:
-        from dpaudit.mechanisms.accounting.builders.baseline import laplace_claims
-
-        return laplace_claims(self, index)

@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import torch
 
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_choice, check_real
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_choice, check_real
 
 __all__ = ["Ball", "Box", "Domain", "Whole", "make_domain", "DOMAIN_NAMES"]
 
@@ -52,10 +52,6 @@ class Domain:
 
     def contains(self, w: torch.Tensor, tol: float = 1e-9) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
-
-    def max_distance_from(self, points_norm: float, dim: int) -> float:
-        """Upper bound on ``||w - c||`` over ``w`` in K and ``||c|| <= points_norm``."""
-        return self.diameter(dim) if math.isfinite(self.diameter(dim)) else math.inf
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

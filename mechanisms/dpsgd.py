@@ -32,15 +32,20 @@ import dataclasses
 import numpy as np
 import torch
 
+from dpaudit.core.errors import NotExact, ParameterError
+from dpaudit.core.kinds import SHUFFLED, Relation, Sampling, check_enum
+from dpaudit.core.validation import check_choice, check_int, check_real
 from dpaudit.mechanisms import noise, tiles
-from dpaudit.mechanisms.base import param, register
+from dpaudit.mechanisms.accounting.descriptions import MinibatchNoisySgd
+from dpaudit.mechanisms.accounting.instances import log_likelihood_ratio
+from dpaudit.mechanisms.accounting.scheduled import is_scheduled, scheduled_laws
+from dpaudit.mechanisms.accounting.training_laws import dpsgd_laws
+from dpaudit.mechanisms.base import param
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.iterative import ITERATIVE_CANARIES, IterativeMechanism, injected_rows
-from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
+from dpaudit.mechanisms.iterative import LossIteration, injected_rows
+from dpaudit.mechanisms.losses import clip_rows
+from dpaudit.mechanisms.registry import register
 from dpaudit.mechanisms.user_loss import user_gradients
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import SHUFFLED, Relation, Sampling, check_enum
-from dpaudit.mechanisms.validation import check_choice, check_int, check_real
 
 __all__ = ["DPSGD", "SAMPLINGS"]
 
@@ -50,7 +55,7 @@ _SELECTION_SAMPLING_MAX = 16  # records with non-zero gradient up to which batch
 
 @register
 @dataclasses.dataclass(frozen=True)
-class DPSGD(IterativeMechanism):
+class DPSGD(LossIteration):
     """Noisy mini-batch SGD with subsampled or shuffled batches; the last iterate or every one is released."""
 
     name = "dp-sgd"
@@ -84,17 +89,6 @@ class DPSGD(IterativeMechanism):
             raise ParameterError(f"sampling={self.sampling!r} cuts each permutation into batches of batch_size: "
                                  f"batch_size must divide n={self.n}, got batch_size={self.batch_size}")
         self.loss_function
-
-    @property
-    def loss_function(self) -> Loss:
-        """The loss with its constants on ``K``."""
-        return make_loss(self.loss, dim=self.dim, lipschitz=self.lipschitz,
-                         domain=self.domain_set, smoothness=self.smoothness)
-
-    @property
-    def canary_kinds(self) -> tuple[str, ...]:
-        """Gradient canaries only for a user's loss (its extreme records are unknown)."""
-        return ("gradient",) if self.user_loss is not None else ITERATIVE_CANARIES
 
     @property
     def zero_record_is_absent(self) -> bool:
@@ -151,15 +145,16 @@ class DPSGD(IterativeMechanism):
         """Exact ``log p_S'(out) / p_S(out)`` for score 'exact': of every iterate released
         (``accounting.white_box``), or of the last iterate where its laws are known (``accounting.instances``)."""
         if self.output == "iterates":
+            # SciPy's stats load for released iterates only
             from dpaudit.mechanisms.accounting.white_box import steps_log_likelihood_ratio
 
             return steps_log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
-        from dpaudit.mechanisms.accounting.instances import log_likelihood_ratio
 
         return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
 
     def reference_scores(self, dataset_a: Dataset, dataset_b: Dataset, size: int, seed: int = 0):
         """Scores of :meth:`log_likelihood_ratio` simulated from the known laws (to choose thresholds on)."""
+        # SciPy's stats load for released iterates only
         from dpaudit.mechanisms.accounting.white_box import steps_reference_scores
 
         return steps_reference_scores(self, dataset_a, dataset_b, size, seed)
@@ -168,22 +163,16 @@ class DPSGD(IterativeMechanism):
         """The law of :meth:`log_likelihood_ratio` under ``S`` and ``S'`` (for the ceiling), or :class:`NotExact`:
         exact for subsampled batches, simulated from the known laws for shuffled ones (10^6 draws per dataset,
         about +-0.1 in the ceiling; ``accounting.white_box.steps_score_law``)."""
+        # SciPy's stats load for released iterates only
         from dpaudit.mechanisms.accounting.white_box import steps_score_law
 
         return steps_score_law(self, dataset_a, dataset_b)
 
-    def _claims(self, index: int | None) -> list:
-        from dpaudit.mechanisms.accounting.builders.sgd import dpsgd_claims
-
-        return dpsgd_claims(self, index)
-
-    def pair_claims(self, data_a: Dataset, data_b: Dataset, relation: str, usual: list) -> list | None:
-        """A scheduled canary's own claims (``accounting.scheduled``); ``None`` for a sampled canary."""
-        from dpaudit.mechanisms.accounting.scheduled import is_scheduled, scheduled_claims
-
-        if not is_scheduled(data_a, data_b):
-            return None
-        return scheduled_claims(self, data_a, data_b, relation, usual)
+    @property
+    def privacy_description(self) -> MinibatchNoisySgd:
+        """DP-SGD as the accountants see it (a scheduled canary's claims come from the same description)."""
+        return MinibatchNoisySgd(self.n, self.dim, self.batch_size, self.steps, self.eta, self.noise_std,
+                                 self.sampling, self.output, self.loss_terms, self.region, smoothing=None)
 
     @property
     def schedule_steps(self) -> int:
@@ -261,7 +250,7 @@ class DPSGD(IterativeMechanism):
         loss = self.loss_function
         domain = self.domain_set
         records = loss.prepare(torch.as_tensor(data.records, dtype=dtype))
-        injected = {k: _clip_rows(v, loss.lipschitz) for k, v in injected_rows(data, self.dim, dtype).items()}
+        injected = {k: clip_rows(v, loss.lipschitz) for k, v in injected_rows(data, self.dim, dtype).items()}
         constant = loss.name in ("linear", "concave")  # the records' gradients do not depend on theta
         concave = loss.name == "concave"  # its public regulariser -(beta/2)|theta|^2 acts once per step
         table = None
@@ -270,7 +259,7 @@ class DPSGD(IterativeMechanism):
             for position, vector in injected.items():
                 table[position] = vector
         # a scheduled canary: its gradient / m joins the step's noisy mean gradient, whatever the batch
-        scheduled = {step - 1: _clip_rows(torch.as_tensor(vector, dtype=dtype), loss.lipschitz) / self.batch_size
+        scheduled = {step - 1: clip_rows(torch.as_tensor(vector, dtype=dtype), loss.lipschitz) / self.batch_size
                      for step, vector in data.scheduled.items()}
         theta = self.start(trials, dtype)
         iterates = self.output == "iterates"
@@ -335,10 +324,6 @@ class DPSGD(IterativeMechanism):
         Only for the samplers this package wrote: a subclass that samples or
         smooths differently has no exact accountant.
         """
-        from dpaudit.mechanisms.accounting.scheduled import is_scheduled, scheduled_laws
-        from dpaudit.mechanisms.accounting.training_laws import dpsgd_laws
-        from dpaudit.mechanisms.errors import NotExact
-
         if not self._update_is_the_packages():
             raise NotExact(f"{type(self).__name__} samples or smooths in its own way; the exact laws describe "
                            "dp-sgd and dp-lssgd")

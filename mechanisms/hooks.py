@@ -13,22 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.core.errors import NotExact, ParameterError
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import NotExact, ParameterError
 
-__all__ = ["AuditHooks", "ScoreLaw"]
+__all__ = ["AuditHooks"]
 
-
-
-class ScoreLaw(tuple):
-    """``(values, mass_a, mass_b)`` of a score, with ``source``: ``"exact"`` or how it was simulated."""
-
-    source: str
-
-    def __new__(cls, values: np.ndarray, mass_a: np.ndarray, mass_b: np.ndarray, source: str = "exact"):
-        law = super().__new__(cls, (values, mass_a, mass_b))
-        law.source = source
-        return law
 
 class AuditHooks:
     """Capabilities a mechanism may offer to attacks, accountants and reports, with their defaults."""
@@ -73,11 +62,6 @@ class AuditHooks:
             When the exact accountant does not cover this instance (the message says why).
         """
         raise NotExact(f"no exact accountant for mechanism {self.name!r}")
-
-    def pair_claims(self, data_a: Dataset, data_b: Dataset, relation: str, usual: list) -> list | None:
-        """The claims for a canary pair that :meth:`claims` does not describe (a canary inserted at chosen
-        steps), given the ``usual`` claims; ``None`` (the default): the usual claims apply."""
-        return None
 
     def exact_output_laws(self, data_a: Dataset, data_b: Dataset) -> Any:
         """Closed-form laws of the release under ``S`` and ``S'``, when the mechanism knows them.
@@ -125,7 +109,7 @@ class AuditHooks:
         """The law of the ``exact`` score under ``S`` and ``S'``: ``(values, mass_a, mass_b)`` (for the ceiling).
 
         Exact, or simulated from the known laws when only they are known: then
-        return a :class:`ScoreLaw` whose ``source`` says so, with the number of
+        return a :class:`~dpaudit.mechanisms.accounting.score_law.ScoreLaw` whose ``source`` says so, with the number of
         draws (results and reports show it beside the ceiling), and give the
         simulation's error in the override's docstring.
 

@@ -9,15 +9,16 @@ import numbers
 import numpy as np
 import torch
 
+from dpaudit.core.errors import NotExact, ParameterError
+from dpaudit.core.kinds import NoiseKind, check_enum
+from dpaudit.core.validation import check_int, check_real
+from dpaudit.mechanisms.accounting.descriptions import ConvexSet, LossTerms
 from dpaudit.mechanisms.base import Mechanism, param, snap
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.domains import Domain, make_domain
-from dpaudit.mechanisms.errors import NotExact, ParameterError
-from dpaudit.mechanisms.kinds import NoiseKind, check_enum
-from dpaudit.mechanisms.losses import Loss
-from dpaudit.mechanisms.validation import check_int, check_real
+from dpaudit.mechanisms.losses import NONCONVEX_LOSSES, Loss, clip_rows, make_loss
 
-__all__ = ["ITERATIVE_CANARIES", "IterativeMechanism", "injected_rows"]
+__all__ = ["ITERATIVE_CANARIES", "IterativeMechanism", "LossIteration", "injected_rows"]
 
 #: Canary kinds of the iterative mechanisms, the tightest first.
 ITERATIVE_CANARIES = ("gradient", "input", "boundary")
@@ -166,6 +167,25 @@ class IterativeMechanism(Mechanism):
         return make_domain(self.domain, radius=self.radius, low=self.low, high=self.high)
 
     @property
+    def region(self) -> ConvexSet:
+        """``K`` as the claim builders see it: its kind, diameter and (for a box) its ends."""
+        box = self.domain == "box"
+        return ConvexSet(self.domain, self.domain_set.diameter(self.dim), low=float(self.low) if box else -math.inf,
+                         high=float(self.high) if box else math.inf)
+
+    @property
+    def loss_terms(self) -> LossTerms:
+        """The loss as the claim builders see it (:attr:`loss_function`'s constants and shape)."""
+        loss = self.loss_function
+        return LossTerms(loss.name, str(self.loss), loss.lipschitz, loss.smoothness, loss.strong_convexity,
+                         convex=loss.name not in NONCONVEX_LOSSES)
+
+    @property
+    def noise_parameter(self) -> float:
+        """``sigma`` (Gaussian noise) or ``scale`` (Laplace noise), as given."""
+        return self.sigma if self.noise == "gaussian" else self.scale
+
+    @property
     def loss_function(self) -> "Loss | None":
         """The per-record loss with its constants on ``K`` (``None``: the steps are not a loss's gradients)."""
         return None
@@ -180,6 +200,16 @@ class IterativeMechanism(Mechanism):
         gradients = loss.gradient(self.start(1, torch.float64)[0], records).double().numpy()
         return clip_to_norm(gradients.reshape(len(records), -1), float(loss.lipschitz))
 
+    def gradient_table(self, data: Dataset) -> np.ndarray:
+        """Every record's gradient at the origin, its injected gradient clipped to ``L`` in its place, shape
+        ``(n, dim)``: the constant step of each record for the exact laws of ``accounting`` (linear loss)."""
+        loss = self.loss_function
+        records = loss.prepare(torch.as_tensor(data.records, dtype=torch.float64))
+        table = loss.gradient(torch.zeros(self.dim, dtype=torch.float64), records).clone()
+        for position, vector in injected_rows(data, self.dim, torch.float64).items():
+            table[position] = clip_rows(vector, loss.lipschitz)
+        return table.numpy()
+
     def start(self, trials: int, dtype: torch.dtype) -> torch.Tensor:
         """The start point repeated for every trial, shape ``(trials, dim)``."""
         if self.init == "center":
@@ -189,6 +219,22 @@ class IterativeMechanism(Mechanism):
         else:
             point = torch.tensor(self.init, dtype=torch.float64)
         return point.to(dtype).expand(trials, self.dim).clone()
+
+
+class LossIteration(IterativeMechanism):
+    """Base of the iterations that step along a per-record loss's gradient (``pnsgd``, ``dp-sgd``): subclasses
+    declare the fields ``loss``, ``lipschitz`` and ``smoothness``."""
+
+    @property
+    def loss_function(self) -> Loss:
+        """The loss with its constants ``L``, ``beta``, ``lambda`` on ``K``."""
+        return make_loss(self.loss, dim=self.dim, lipschitz=self.lipschitz,
+                         domain=self.domain_set, smoothness=self.smoothness)
+
+    @property
+    def canary_kinds(self) -> tuple[str, ...]:
+        """Gradient canaries only for a user's loss (its extreme records are unknown)."""
+        return ("gradient",) if self.user_loss is not None else ITERATIVE_CANARIES
 
 
 def injected_rows(data: Dataset, dim: int, dtype: torch.dtype) -> dict[int, torch.Tensor]:

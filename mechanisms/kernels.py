@@ -26,13 +26,17 @@ import math
 import numpy as np
 import torch
 
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_choice, check_real
 from dpaudit.mechanisms import noise
-from dpaudit.mechanisms.base import param, register
+from dpaudit.mechanisms.accounting.descriptions import KernelIteration
+from dpaudit.mechanisms.accounting.exact1d import Step
+from dpaudit.mechanisms.accounting.instances import log_likelihood_ratio
+from dpaudit.mechanisms.base import param
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
-from dpaudit.mechanisms.losses import _clip_rows
-from dpaudit.mechanisms.validation import check_choice, check_real
+from dpaudit.mechanisms.losses import clip_rows
+from dpaudit.mechanisms.registry import register
 
 __all__ = ["ProjectedKernel", "STEPS"]
 
@@ -80,15 +84,12 @@ class ProjectedKernel(IterativeMechanism):
     def gradient_canary(self) -> tuple[float, float]:
         return float(self.shift), -1.0  # kernels add their shift: larger along -u under S'
 
-    def _claims(self, index: int | None) -> list:
-        from dpaudit.mechanisms.accounting.builders.kernel import kernel_claims
-
-        return kernel_claims(self, index)
+    @property
+    def privacy_description(self) -> KernelIteration:
+        return KernelIteration(self.n, self.dim, self.noise, self.noise_parameter, self.shift, self.rho, self.region)
 
     def exact_steps(self, data: Dataset) -> tuple[list, dict]:
         """Affine steps ``X <- Pi_K(rho X + offset + N)`` of a one-dimensional kernel (docs/theory.md 5)."""
-        from dpaudit.mechanisms.accounting.exact1d import Step
-
         options = self.exact_options()
         low, high = options["low"], options["high"]
         center = 0.5 * (low + high) if math.isfinite(low) else 0.0
@@ -116,8 +117,6 @@ class ProjectedKernel(IterativeMechanism):
 
     def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
         """Exact ``log p_B(x) - log p_A(x)`` for one-dimensional instances (``exact1d``)."""
-        from dpaudit.mechanisms.accounting.instances import log_likelihood_ratio
-
         return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
 
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
@@ -125,9 +124,9 @@ class ProjectedKernel(IterativeMechanism):
         domain = self.domain_set
         center = domain.center(self.dim).to(dtype)
         records = torch.as_tensor(data.records, dtype=dtype)
-        shifts = _clip_rows(records[:, : self.dim], self.shift)
+        shifts = clip_rows(records[:, : self.dim], self.shift)
         for position, vector in injected_rows(data, self.dim, dtype).items():
-            shifts[position] = _clip_rows(vector, self.shift)
+            shifts[position] = clip_rows(vector, self.shift)
         resets = (records[:, self.dim] != 0).tolist()
         moves = shifts.any(dim=1).tolist()  # zero shifts (most, in an audit) need no pass
         x = self.start(trials, dtype)

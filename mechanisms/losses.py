@@ -40,19 +40,19 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_choice, check_real
 from dpaudit.mechanisms.domains import Domain
-from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.user_loss import USER_LOSS, is_user_loss, load_gradient, user_gradients
-from dpaudit.mechanisms.validation import check_choice, check_real
 
-__all__ = ["LOSS_NAMES", "NONCONVEX_LOSSES", "Loss", "make_loss"]
+__all__ = ["LOSS_NAMES", "NONCONVEX_LOSSES", "Loss", "clip_rows", "make_loss"]
 
 LOSS_NAMES = ("linear", "logistic", "quadratic", "huber", "concave")
 #: Losses whose gradient steps are not contractions (amplification by iteration does not apply).
 NONCONVEX_LOSSES = ("concave",)
 
 
-def _clip_rows(x: torch.Tensor, bound: float) -> torch.Tensor:
+def clip_rows(x: torch.Tensor, bound: float) -> torch.Tensor:
     norms = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
     return x * torch.clamp(bound / torch.clamp(norms, min=1e-300), max=1.0)
 
@@ -117,10 +117,10 @@ class Loss:
         if self.name == "quadratic":
             return self.domain.project(records)
         if self.name in ("linear", "concave"):
-            return _clip_rows(records, self.lipschitz)
+            return clip_rows(records, self.lipschitz)
         if self.name == USER_LOSS:  # its gradients are clipped instead
             return records
-        features = _clip_rows(records[..., : self.dim], self.lipschitz)
+        features = clip_rows(records[..., : self.dim], self.lipschitz)
         labels = records[..., self.dim:]
         if self.name == "logistic":
             labels = torch.where(labels < 0, -1.0, 1.0).to(records.dtype)

@@ -32,9 +32,11 @@ import math
 import numpy as np
 import torch
 
-from dpaudit.mechanisms.base import param, register
+from dpaudit.core.validation import check_real
+from dpaudit.mechanisms.accounting.descriptions import MinibatchNoisySgd
+from dpaudit.mechanisms.base import param
 from dpaudit.mechanisms.dpsgd import DPSGD
-from dpaudit.mechanisms.validation import check_real
+from dpaudit.mechanisms.registry import register
 
 __all__ = ["DENSE_MAX_DIM", "DPLSSGD", "laplacian_smooth", "smoothing_denominator", "smoothing_matrix"]
 
@@ -114,16 +116,8 @@ class DPLSSGD(DPSGD):
         check_real("smoothing", self.smoothing, nonnegative=True)
 
     @property
-    def utility_gamma(self) -> float:
-        """``gamma = (1/d) sum_i 1 / (1 + 2s - 2s cos(2 pi i / d))`` (docs/theory.md 1.6)."""
-        i = torch.arange(1, self.dim + 1, dtype=torch.float64)
-        terms = 1.0 / (1.0 + 2 * self.smoothing - 2 * self.smoothing * torch.cos(2 * math.pi * i / self.dim))
-        return float(terms.mean())
-
-    def _claims(self, index: int | None) -> list:
-        from dpaudit.mechanisms.accounting.builders.sgd import lssgd_claims
-
-        return lssgd_claims(self, index)
+    def privacy_description(self) -> MinibatchNoisySgd:
+        return dataclasses.replace(super().privacy_description, smoothing=self.smoothing)
 
     def direction(self, gradient: torch.Tensor) -> torch.Tensor:
         return laplacian_smooth(gradient, float(self.smoothing))

@@ -23,13 +23,19 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from dpaudit.core.errors import NotExact, ParameterError
+from dpaudit.core.validation import check_choice, check_int, check_real
 from dpaudit.mechanisms import noise
-from dpaudit.mechanisms.base import param, register
+from dpaudit.mechanisms.accounting.descriptions import MultiEpochNoisySgd, ProjectedNoisySgd
+from dpaudit.mechanisms.accounting.exact1d import Step
+from dpaudit.mechanisms.accounting.instances import log_likelihood_ratio
+from dpaudit.mechanisms.accounting.scheduled import expanding_pnsgd_laws
+from dpaudit.mechanisms.accounting.training_laws import pnsgd_laws
+from dpaudit.mechanisms.base import param
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import NotExact, ParameterError
-from dpaudit.mechanisms.iterative import ITERATIVE_CANARIES, IterativeMechanism, injected_rows
-from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
-from dpaudit.mechanisms.validation import check_choice, check_int, check_real
+from dpaudit.mechanisms.iterative import LossIteration, injected_rows
+from dpaudit.mechanisms.losses import Loss, clip_rows
+from dpaudit.mechanisms.registry import register
 
 __all__ = ["MultiEpochPNSGD", "PNSGD", "VARIANTS"]
 
@@ -38,7 +44,7 @@ VARIANTS = ("plain", "skip", "stop")
 
 @register
 @dataclasses.dataclass(frozen=True)
-class PNSGD(IterativeMechanism):
+class PNSGD(LossIteration):
     """Projected noisy SGD releasing only its last iterate (Feldman et al. Alg. 1).
 
     ``variant="skip"`` skips the first ``t0 ~ U{0..floor(n/2)}`` records;
@@ -67,17 +73,6 @@ class PNSGD(IterativeMechanism):
         self.loss_function  # validates loss, lipschitz, smoothness
 
     @property
-    def loss_function(self) -> Loss:
-        """The loss with its constants ``L``, ``beta``, ``lambda`` on ``K``."""
-        return make_loss(self.loss, dim=self.dim, lipschitz=self.lipschitz,
-                         domain=self.domain_set, smoothness=self.smoothness)
-
-    @property
-    def canary_kinds(self) -> tuple[str, ...]:
-        """Gradient canaries only for a user's loss (its extreme records are unknown)."""
-        return ("gradient",) if self.user_loss is not None else ITERATIVE_CANARIES
-
-    @property
     def steps(self) -> int:
         """Total number of gradient steps."""
         return self.n
@@ -104,16 +99,14 @@ class PNSGD(IterativeMechanism):
             last = torch.from_numpy(rng.integers(1, self.n + 1, trials))
         return first, last
 
-    def _claims(self, index: int | None) -> list:
-        from dpaudit.mechanisms.accounting.builders.iterative import pnsgd_claims
-
-        return pnsgd_claims(self, index)
+    @property
+    def privacy_description(self) -> ProjectedNoisySgd:
+        return ProjectedNoisySgd(self.n, self.dim, self.eta, self.noise, self.noise_parameter, self.variant,
+                                 self.loss_terms, self.region)
 
     def exact_steps(self, data: Dataset) -> tuple[list, dict]:
         """Affine steps of a one-dimensional run: gradient canaries and linear records translate,
         quadratic records contract (docs/theory.md 5)."""
-        from dpaudit.mechanisms.accounting.exact1d import Step
-
         options = self.exact_options()
         if self.variant == "skip":
             raise NotExact("variant='skip' is not covered by the exact accountant")
@@ -141,17 +134,12 @@ class PNSGD(IterativeMechanism):
 
     def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
         """Exact ``log p_B(x) - log p_A(x)`` for one-dimensional affine instances (``exact1d``)."""
-        from dpaudit.mechanisms.accounting.instances import log_likelihood_ratio
-
         return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
 
     def exact_output_laws(self, data_a: Dataset, data_b: Dataset):
         """Exact laws of a multi-dimensional whole-space linear-loss run (``accounting.training_laws``) or of a
         whole-space concave-loss run (``accounting.scheduled``); other one-dimensional runs are propagated from
         :meth:`exact_steps` (``None``)."""
-        from dpaudit.mechanisms.accounting.scheduled import expanding_pnsgd_laws
-        from dpaudit.mechanisms.accounting.training_laws import pnsgd_laws
-
         concave = self.loss_function.name == "concave"
         if self.dim == 1 and not concave:
             return None
@@ -188,7 +176,7 @@ class PNSGD(IterativeMechanism):
         loss = self.loss_function
         domain = self.domain_set
         records = loss.prepare(torch.as_tensor(data.records, dtype=dtype))
-        injected = {k: _clip_rows(v, loss.lipschitz) for k, v in injected_rows(data, self.dim, dtype).items()}
+        injected = {k: clip_rows(v, loss.lipschitz) for k, v in injected_rows(data, self.dim, dtype).items()}
         w = self.start(trials, dtype)
         first, last = self.active_window(trials, rng)
         masked = self.variant != "plain"
@@ -241,8 +229,8 @@ class MultiEpochPNSGD(PNSGD):
     def steps(self) -> int:
         return self.n * self.epochs
 
-    def _claims(self, index: int | None) -> list:
-        from dpaudit.mechanisms.accounting.builders.iterative import multi_epoch_claims
-
-        return multi_epoch_claims(self, index)
+    @property
+    def privacy_description(self) -> MultiEpochNoisySgd:
+        return MultiEpochNoisySgd(self.n, self.dim, self.eta, self.noise, self.noise_parameter, self.epochs,
+                                  self.loss_terms, self.region)
 

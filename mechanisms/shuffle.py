@@ -17,10 +17,12 @@ import math
 import numpy as np
 import torch
 
-from dpaudit.mechanisms.base import Mechanism, param, register
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_int, check_real
+from dpaudit.mechanisms.accounting.descriptions import ShuffledRandomizedResponse
+from dpaudit.mechanisms.base import Mechanism, param
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_int, check_real
+from dpaudit.mechanisms.registry import register
 
 __all__ = ["ShuffledRR"]
 
@@ -58,10 +60,9 @@ class ShuffledRR(Mechanism):
     def random_background(self, rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
         return rng.integers(0, 2, shape).astype(float)
 
-    def _claims(self, index: int | None) -> list:
-        from dpaudit.mechanisms.accounting.builders.baseline import shuffled_rr_claims
-
-        return shuffled_rr_claims(self, index)
+    @property
+    def privacy_description(self) -> ShuffledRandomizedResponse:
+        return ShuffledRandomizedResponse(self.n, self.epsilon0)
 
     @property
     def output_dim(self) -> int:

@@ -9,10 +9,10 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from dpaudit.reports import plots
 from dpaudit.reports.text import (
-    INDEX_COLUMNS,
-    _plain_num,
     ESTIMATE_COLUMNS,
+    INDEX_COLUMNS,
     PORTFOLIO_COLUMNS,
+    _plain_num,
     claims_rows,
     estimate_rows,
     gdp_sentence,

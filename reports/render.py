@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dpaudit.audit.jobs.result import AuditResult, load_result
+from dpaudit.auditing.jobs.result import AuditResult, load_result
+from dpaudit.reports.html import html
 from dpaudit.reports.text import markdown, verdict_sentence
 
 __all__ = ["FORMATS", "as_document", "render", "verdict_sentence", "write_all", "write_text_atomic"]
@@ -36,8 +37,6 @@ def render(result: AuditResult | Mapping[str, Any], fmt: str) -> str:
     if fmt == "md":
         return markdown(result)
     if fmt == "html":
-        from dpaudit.reports.html import html
-
         return html(result)
     raise ValueError(f"format must be one of {', '.join(FORMATS)}, got format={fmt!r}")
 

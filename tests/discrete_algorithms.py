@@ -3,20 +3,22 @@
 
 Each maker returns an :class:`Algorithm`: the batched mechanism (``records`` are the query answers), a
 neighbouring pair of answer vectors, the claim, and the exact epsilon of that pair (NaN where not
-computed), computed from the exact output law (enumeration and one-dimensional integration).
+computed), computed from the exact output law: the zoo's laws (``auditing.checks.zoo``) for noisy max and
+the sparse vector technique, enumeration and one-dimensional integration for the others.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Callable
 
 import numpy as np
 
 import dpaudit
-from dpaudit.audit.statistics.ceiling import statistical_ceiling
+from dpaudit.auditing.checks.zoo.blackbox_laws import noisy_max_index_law
+from dpaudit.auditing.checks.zoo.svt_laws import comparison_law
+from dpaudit.auditing.statistics.ceiling import statistical_ceiling
 from dpaudit.mechanisms.dataset import as_dataset
 
 SENTINEL = -1000.0  #: "below the threshold"
@@ -67,12 +69,6 @@ def _laplace(rng: np.random.Generator, scale: float, shape) -> np.ndarray:
     return rng.laplace(0.0, scale, size=shape)
 
 
-def _exact_pure(law_a: np.ndarray, law_b: np.ndarray) -> float:
-    with np.errstate(divide="ignore"):
-        ratio = np.abs(np.log(law_a) - np.log(law_b))
-    return float(np.max(ratio))
-
-
 def randomized_response(epsilon: float, k: int = 4) -> Algorithm:
     """k-ary randomised response on one record in ``{0, ..., k-1}``: exactly ``epsilon``-DP."""
     keep = math.exp(epsilon) / (math.exp(epsilon) + k - 1)
@@ -98,44 +94,9 @@ def noisy_max_index(epsilon: float) -> Algorithm:
         return np.argmax(answers + _laplace(rng, scale, (trials, answers.size)), axis=1)[:, None].astype(float)
 
     pair = (np.array([1.0, 1.0, 1.0, 1.0]), np.array([2.0, 0.0, 0.0, 0.0]))
-    grid = np.linspace(-60 * scale, 60 * scale, 400_001)
-
-    def law(answers):
-        density = np.exp(-np.abs(grid[None, :] - answers[:, None]) / scale) / (2 * scale)
-        cdf = _laplace_cdf(grid[None, :] - answers[:, None], scale)
-        rest = np.prod(cdf, axis=0)
-        mass = np.trapezoid(density * rest / np.maximum(cdf, 1e-300), grid, axis=1)
-        return mass / mass.sum()
-
-    law_a, law_b = law(pair[0]), law(pair[1])
+    law = noisy_max_index_law(*pair, epsilon=epsilon, noise="laplace")  # the zoo's exact law
     return Algorithm("noisy-max-index", dpaudit.from_batched_callable(fn, 1, name="noisy-max-index"), pair,
-                     epsilon, _exact_pure(law_a, law_b), (law_a, law_b))
-
-
-def _svt_law(answers, threshold, rho_scale, nu_scale, cutoff: bool):
-    """Exact pmf of sparse-vector outputs (c = 1) over every outcome, integrating over the threshold noise."""
-    grid = np.linspace(-60 * rho_scale, 60 * rho_scale, 24_001)
-    density = np.exp(-np.abs(grid) / rho_scale) / (2 * rho_scale)
-    below = _laplace_cdf(threshold + grid[None, :] - answers[:, None], nu_scale)  # P(q_i + nu_i < T + rho)
-    outcomes = _svt_outcomes(answers.size, cutoff)
-    masses = []
-    for outcome in outcomes:
-        terms = np.ones_like(grid)
-        for i, value in enumerate(outcome):
-            if value == 1:
-                terms = terms * (1 - below[i])
-            elif value == 0:
-                terms = terms * below[i]
-        masses.append(np.trapezoid(density * terms, grid))
-    masses = np.array(masses)
-    return outcomes, masses / masses.sum()
-
-
-def _svt_outcomes(m: int, cutoff: bool) -> list[tuple[float, ...]]:
-    if not cutoff:
-        return list(itertools.product((0.0, 1.0), repeat=m))
-    rows = [tuple([0.0] * k + [1.0] + [ABORTED] * (m - k - 1)) for k in range(m)]
-    return rows + [tuple([0.0] * m)]
+                     epsilon, law.true_epsilon, (law.mass_a, law.mass_b))
 
 
 def svt_booleans(epsilon: float, *, cutoff: bool = True, queries: int = 6) -> Algorithm:
@@ -158,11 +119,12 @@ def svt_booleans(epsilon: float, *, cutoff: bool = True, queries: int = 6) -> Al
 
     half = queries // 2  # the first half of the answers one lower, the rest one higher
     pair = (np.r_[np.ones(half), np.zeros(queries - half)], np.r_[np.zeros(half), np.ones(queries - half)])
-    _, law_a = _svt_law(pair[0], threshold, rho_scale, nu_scale, cutoff)
-    _, law_b = _svt_law(pair[1], threshold, rho_scale, nu_scale, cutoff)
+    # the zoo's law of SVT's comparisons, on cells of 0.01 of the threshold noise (within 1e-5 of the limit)
+    law = comparison_law(*pair, threshold=threshold, rho_scale=rho_scale, query_scale=nu_scale,
+                         cutoff=1 if cutoff else None, step=0.01)
     name = "svt1-booleans" if cutoff else "svt-no-cutoff"
     return Algorithm(name, dpaudit.from_batched_callable(fn, queries, name=name), pair, epsilon,
-                     _exact_pure(law_a, law_b), (law_a, law_b))
+                     law.true_epsilon, (law.mass_a, law.mass_b))
 
 
 def svt_noisy_answers(epsilon: float, queries: int = 6) -> Algorithm:

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from dpaudit.auditing.checks.regression import PrivacyViolation, assert_private
+
 DEFAULT_TRIALS = 100_000
 
 
@@ -50,8 +52,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 @pytest.fixture
 def dp_audit(request: pytest.FixtureRequest):
     """A callable ``(mechanism, *, epsilon, delta, **kwargs) -> summary`` that fails the test on a violation."""
-    from dpaudit.audit.checks.regression import PrivacyViolation, assert_private
-
     config = request.config
     marker = request.node.get_closest_marker("dp_audit")
     budget: dict[str, Any] = dict(marker.kwargs) if marker else {}

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.audit.jobs.api import audit
+from dpaudit.auditing.checks.api import audit
+from dpaudit.core.validation import check_real
 from dpaudit.mechanisms.base import Mechanism
-from dpaudit.mechanisms.validation import check_real
 
 __all__ = ["PrivacyViolation", "assert_private"]
 

@@ -26,7 +26,7 @@ is a function of screening data, independent of the certifying trials
 
 For a function of a vector of query answers (``queries=n``: a dataset of
 ``n`` records, the answers) the candidates are instead the standard input
-patterns of StatDP and DP-Sniper (:mod:`dpaudit.audit.checks.vector_pairs`), and the
+patterns of StatDP and DP-Sniper (:mod:`dpaudit.auditing.checks.vector_pairs`), and the
 chosen pair is certified with the audit's default portfolio unless a score
 is named.
 """
@@ -42,15 +42,18 @@ import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import fit_score
-from dpaudit.audit.jobs.job import make_job
-from dpaudit.audit.jobs.result import AuditResult
-from dpaudit.audit.jobs.runner import RunOptions, run_audits
-from dpaudit.audit.jobs.store import MEMORY
+from dpaudit.auditing.checks.vector_pairs import SCREEN_SCORES as VECTOR_SCORES
+from dpaudit.auditing.checks.vector_pairs import screen_vector_pairs
+from dpaudit.auditing.jobs.job import make_job
+from dpaudit.auditing.jobs.result import AuditResult
+from dpaudit.auditing.jobs.runner import RunOptions, run_audits
+from dpaudit.auditing.jobs.store import MEMORY
+from dpaudit.auditing.statistics.rates import rates_epsilon
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.kinds import Relation
+from dpaudit.core.validation import check_int, check_real
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import Relation
-from dpaudit.mechanisms.validation import check_int, check_real
 
 __all__ = ["Candidate", "SearchResult", "candidate_pairs", "search", "special_values"]
 
@@ -167,10 +170,7 @@ def _plugin_epsilon(scores_a: np.ndarray, scores_b: np.ndarray, delta: float) ->
     sorted_a, sorted_b = np.sort(scores_a), np.sort(scores_b)
     above_a = 1 - np.searchsorted(sorted_a, thresholds, side="left") / sorted_a.size
     above_b = 1 - np.searchsorted(sorted_b, thresholds, side="left") / sorted_b.size
-    with np.errstate(divide="ignore", invalid="ignore"):
-        forward = np.log(np.maximum(above_b - delta, 0) / (above_a + floor))
-        backward = np.log(np.maximum(1 - above_a - delta, 0) / (1 - above_b + floor))
-    return float(max(np.nanmax(forward), np.nanmax(backward), 0.0))
+    return float(max(rates_epsilon(above_a, 1 - above_b, delta, floor=floor)[0].max(), 0.0))
 
 
 def _strength(mechanism: Mechanism, candidate: Candidate, scores: Sequence[str], trials: int,
@@ -288,9 +288,6 @@ def _search_vectors(mechanism: Mechanism, *, queries: int, center: float, sensit
                     epsilon: float | None, score: str | None, trials: int, screen_trials: int, delta: float,
                     confidence: float, seed: int, title: str | None) -> SearchResult:
     """:func:`search` over the standard input patterns of a function of ``queries`` answers."""
-    from dpaudit.audit.checks.vector_pairs import SCREEN_SCORES as VECTOR_SCORES
-    from dpaudit.audit.checks.vector_pairs import screen_vector_pairs
-
     if epsilon is not None:
         epsilon = check_real("epsilon", epsilon, nonnegative=True)
     queries = check_int("queries", queries, minimum=1)

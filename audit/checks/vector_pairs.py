@@ -45,11 +45,12 @@ from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.discrete import fit_discrete
 from dpaudit.attacks.scores import fit_score
 from dpaudit.attacks.value_counts import record_groups
-from dpaudit.audit.statistics.confidence import cp_upper
+from dpaudit.auditing.statistics.confidence import cp_upper
+from dpaudit.auditing.statistics.rates import rates_epsilon
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.kinds import Relation
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import Relation
 
 __all__ = ["RELATIONS", "VectorCandidate", "pattern_pairs", "screen_vector_pairs", "screen_epsilon"]
 
@@ -120,19 +121,14 @@ def screen_epsilon(scores_a: np.ndarray, scores_b: np.ndarray, *, failure: float
     Clopper-Pearson bounds at ``failure`` on each rate penalise thresholds seen
     by few trials; a screening statistic only (its value is never certified).
     """
-    def cp_lower(counts, trials, level):  # a lower bound on a rate is 1 - the upper bound on its complement
-        return 1.0 - cp_upper(trials - counts, trials, level)
-
     levels = np.unique(np.quantile(np.concatenate([scores_a, scores_b]), np.linspace(0, 1, thresholds)))
     sorted_a, sorted_b = np.sort(scores_a), np.sort(scores_b)
     n_a, n_b = sorted_a.size, sorted_b.size
     above_a = n_a - np.searchsorted(sorted_a, levels, side="left")
     above_b = n_b - np.searchsorted(sorted_b, levels, side="left")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        forward = np.log(cp_lower(above_b, n_b, failure) / cp_upper(above_a, n_a, failure))
-        backward = np.log(cp_lower(n_a - above_a, n_a, failure) / cp_upper(n_b - above_b, n_b, failure))
-    values = np.nan_to_num(np.concatenate([forward, backward]), nan=-np.inf)
-    return float(max(values.max(), 0.0))
+    # a lower bound on a rate is 1 - the upper bound on its complement: delta 0 in the two-rate bound
+    bound, _ = rates_epsilon(cp_upper(above_a, n_a, failure), cp_upper(n_b - above_b, n_b, failure), 0.0)
+    return float(max(bound.max(), 0.0))
 
 
 def _histogram_scores(fit_a: np.ndarray, fit_b: np.ndarray, test_a: np.ndarray, test_b: np.ndarray

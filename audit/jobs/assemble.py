@@ -1,4 +1,4 @@
-"""Build the :class:`~dpaudit.audit.jobs.result.AuditResult` of one audit from its scores: the one place it is made.
+"""Build the :class:`~dpaudit.auditing.jobs.result.AuditResult` of one audit from its scores: the one place it is made.
 
 With ``K`` canary positions each position is certified at confidence
 ``1 - beta / K`` (a union bound), so that every per-index statement, and the
@@ -11,16 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.attacks.canaries import CanaryPair
-from dpaudit.audit.statistics.ceiling import CeilingBand, exact_ceiling_band
-from dpaudit.audit.statistics.certify import PROFILE_EPSILONS
-from dpaudit.audit.jobs.fingerprint import code_version
-from dpaudit.audit.jobs.job import AuditJob
-from dpaudit.audit.jobs.result import AuditResult, ClaimEntry, Empirical, IndexResult
-from dpaudit.audit.jobs.streaming import ScoreSource, certify_source
-from dpaudit.audit.checks.verdict import combine, compare
+from dpaudit.auditing.jobs.fingerprint import code_version
+from dpaudit.auditing.jobs.job import AuditJob
+from dpaudit.auditing.jobs.result import AuditResult, ClaimEntry, Empirical, IndexResult
+from dpaudit.auditing.jobs.streaming import ScoreSource, certify_source
+from dpaudit.auditing.statistics.ceiling import CeilingBand, exact_ceiling_band
+from dpaudit.auditing.statistics.certify import PROFILE_EPSILONS
+from dpaudit.auditing.statistics.verdict import combine, compare
+from dpaudit.core.errors import NotExact
+from dpaudit.mechanisms.accounting.builders import evaluated_claims, pair_claims_for
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
-from dpaudit.mechanisms.errors import NotExact
-from dpaudit.mechanisms.hooks import ScoreLaw
+from dpaudit.mechanisms.accounting.instances import exact_delta_curve, exact_epsilon, exact_laws, likelihood_ratio_law
+from dpaudit.mechanisms.accounting.score_law import ScoreLaw
 
 __all__ = ["assemble", "claim_entries"]
 
@@ -28,13 +30,6 @@ __all__ = ["assemble", "claim_entries"]
 def _exact(pair: CanaryPair, delta: float, certified: int,
            confidence: float) -> tuple[ClaimEntry, CeilingBand] | None:
     """The exact value of a one-dimensional instance and its statistical ceiling (docs/theory.md 3.4, 5)."""
-    from dpaudit.mechanisms.accounting.instances import (
-        exact_delta_curve,
-        exact_epsilon,
-        exact_laws,
-        likelihood_ratio_law,
-    )
-
     try:  # the accountant remembers each instance's laws and values (audits of one pair come in runs)
         laws = exact_laws(pair.mechanism, pair.dataset_a, pair.dataset_b)
     except NotExact:
@@ -66,14 +61,16 @@ def _law_ceiling(pair: CanaryPair, delta: float, certified: int,
 
 def claim_entries(mechanism, index: int | None, delta: float, pair: CanaryPair | None = None) -> list[ClaimEntry]:
     """Every claim evaluated at ``delta``, with its profile on ``PROFILE_EPSILONS`` (a ``pair`` whose canary the
-    mechanism's claims do not describe, such as a scheduled canary, brings its own: ``pair_claims``)."""
-    claim_objects = mechanism.claims(index=index)
-    if pair is not None:
-        own = mechanism.pair_claims(pair.dataset_a, pair.dataset_b, str(pair.relation), claim_objects)
-        claim_objects = claim_objects if own is None else own
-    entries = evaluate_claims(claim_objects, delta=delta)
+    mechanism's claims do not describe, such as a scheduled canary, brings its own: ``pair_claims_for``)."""
+    description = mechanism.privacy_description
+    usual = mechanism.claims(index=index)  # checks the index
+    own = None if pair is None else pair_claims_for(description, pair.dataset_a, pair.dataset_b,
+                                                    str(pair.relation), usual)
+    if own is None:  # the usual claims, evaluated once per description, position and delta
+        return list(evaluated_claims(description, index, delta=delta, profile_epsilons=PROFILE_EPSILONS))
+    entries = evaluate_claims(own, delta=delta)
     return [entry.replace(profile=claim.profile(PROFILE_EPSILONS)) if entry.applicable else entry
-            for claim, entry in zip(claim_objects, entries)]
+            for claim, entry in zip(own, entries)]
 
 
 def _index_result(job: AuditJob, pair: CanaryPair, source: ScoreSource, confidence: float,

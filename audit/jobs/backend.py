@@ -14,10 +14,10 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from dpaudit.mechanisms.errors import DPAuditError, ParameterError
+from dpaudit.core.errors import DPAuditError, ParameterError
 
 if TYPE_CHECKING:
-    from dpaudit.audit.jobs.runner import RunOptions
+    from dpaudit.auditing.jobs.runner import RunOptions
 
 __all__ = ["check_scheduler", "execution_backend"]
 
@@ -34,9 +34,11 @@ def execution_backend(options: RunOptions) -> Iterator[int]:
         return
     address = check_scheduler(options.scheduler)
     try:
+        # Dask is an optional extra (dpaudit[distributed]), loaded for --backend dask only
         from dask.distributed import Client
     except ImportError:
         raise DPAuditError("backend 'dask' needs the distributed extra: pip install 'dpaudit[distributed]'") from None
+    # joblib loads with the first parallel run, not with the runner
     import joblib
 
     if not options.verbose:  # distributed sets levels of its own loggers at import: quiet each one

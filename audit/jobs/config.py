@@ -6,7 +6,7 @@ A config has an optional top-level ``title`` and the tables ``[mechanism]``
 per combination. Configs are data: parsing never executes code, except the
 model factory a config names itself (``model = "file.py:factory"``, loaded
 from the config's folder). ``[audit] design = "one-run"`` and its keys are
-read by :mod:`dpaudit.audit.jobs.one_run_config`.
+read by :mod:`dpaudit.auditing.jobs.one_run_config`.
 
 Errors are :class:`ConfigError` (a ``ParameterError``) naming the file, the
 table, the key and the value.
@@ -26,11 +26,15 @@ from typing import Any
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
 from dpaudit.attacks.scores import AUTO, SCORES, get_score, score_needs_calibration
-from dpaudit.audit.statistics.budget import MAX_SWEEP, Estimate, check_budget
-from dpaudit.audit.jobs.job import AUDIT_DEFAULTS, AuditJob, AuditSettings, check_setting
-from dpaudit.audit.jobs.one_run_config import one_run_job, one_run_keys
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import suggestion
+from dpaudit.auditing.jobs.job import AuditJob
+from dpaudit.auditing.jobs.one_run_config import one_run_job, one_run_keys
+from dpaudit.auditing.statistics.budget import MAX_SWEEP, Estimate, check_budget
+from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS, AuditSettings, check_setting
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import suggestion
+from dpaudit.mechanisms.models.user_model import UserModel, load_user_model
+from dpaudit.mechanisms.user_code import load_object, parse_spec
+from dpaudit.mechanisms.user_loss import is_user_loss
 
 __all__ = ["AuditConfig", "ConfigError", "load_configs", "parse_config"]
 
@@ -117,7 +121,6 @@ def _load_user_model(mechanism: dict[str, Any], source: str) -> None:
     spec = mechanism.get("model")
     if mechanism.get("name") != "model" or not isinstance(spec, str) or ":" not in spec:
         return
-    from dpaudit.mechanisms.models.user_model import UserModel, load_user_model
 
     if isinstance(spec, UserModel):
         return
@@ -226,9 +229,6 @@ def _user_loss_path(mechanism: dict[str, Any], source: str) -> dict[str, Any]:
     """A ``loss = "FILE.py:NAME"`` with a relative path, made absolute from the config's folder (loaded and
     checked with ``user_code.load_object``, ``base`` the folder): the audit is the same from any working
     directory."""
-    from dpaudit.mechanisms.user_code import load_object, parse_spec
-    from dpaudit.mechanisms.user_loss import is_user_loss
-
     spec = mechanism.get("loss")
     if not is_user_loss(spec):
         return mechanism

@@ -19,15 +19,15 @@ import types
 from pathlib import Path
 from typing import Any
 
+from dpaudit import __version__
+
 __all__ = ["code_fingerprint", "code_version", "object_fingerprint", "package_fingerprint"]
 
-_SUBPACKAGES = ("dpaudit", "dpaudit.mechanisms", "dpaudit.attacks", "dpaudit.audit", "dpaudit.reports")
+_SUBPACKAGES = ("dpaudit", "dpaudit.mechanisms", "dpaudit.attacks", "dpaudit.auditing", "dpaudit.reports")
 
 
 def code_version() -> str:
     """The dpaudit version (recorded in every result next to the fingerprint)."""
-    from dpaudit import __version__
-
     return __version__
 
 

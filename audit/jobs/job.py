@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,70 +19,15 @@ import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
 from dpaudit.attacks.scores import AUTO, Score, registered_scores, resolve_scores, score_needs_calibration
-from dpaudit.audit.statistics.estimators import STRATEGIES
-from dpaudit.audit.statistics.certify import Estimator, check_estimators
-from dpaudit.audit.jobs.fingerprint import code_fingerprint, object_fingerprint
+from dpaudit.auditing.jobs.fingerprint import code_fingerprint, object_fingerprint
+from dpaudit.auditing.statistics.certify import Estimator, check_estimators
+from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS, AuditSettings
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.kinds import Relation
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import as_dataset
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import Relation
 
-__all__ = ["AUDIT_DEFAULTS", "AuditJob", "AuditSettings", "check_setting", "make_job", "pair_digest"]
-
-AUDIT_DEFAULTS: dict[str, Any] = {
-    "trials": 100_000, "delta": 1e-5, "confidence": 0.95, "seed": 0, "threshold": "split",
-    "chunk_size": 10_000, "calibration_fraction": 0.1,
-}
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-_CHECKS = {
-    "trials": (lambda v: _is_int(v) and v >= 20, "an integer >= 20"),
-    "delta": (lambda v: _is_real(v) and 0 <= v < 1, "a number in [0, 1)"),
-    "confidence": (lambda v: _is_real(v) and 0 < v < 1, "a number in (0, 1)"),
-    "seed": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
-    "threshold": (lambda v: v in STRATEGIES, "one of " + ", ".join(repr(s) for s in STRATEGIES)),
-    "chunk_size": (lambda v: _is_int(v) and v >= 1, "a positive integer"),
-    "calibration_fraction": (lambda v: _is_real(v) and 0 < v < 0.5, "a number in (0, 0.5)"),
-}
-
-
-def check_setting(key: str, value: Any) -> Any:
-    """``value`` if it is valid for the audit setting ``key``; a ParameterError naming both otherwise."""
-    if key not in _CHECKS:
-        raise ParameterError(f"unknown audit setting {key!r} (valid: {', '.join(_CHECKS)})")
-    valid, expected = _CHECKS[key]
-    if not valid(value):
-        raise ParameterError(f"{key} must be {expected}, got {key}={value!r}")
-    return value
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class AuditSettings:
-    """How much to sample and how to certify (the ``[audit]`` table)."""
-
-    trials: int = AUDIT_DEFAULTS["trials"]
-    delta: float = AUDIT_DEFAULTS["delta"]
-    confidence: float = AUDIT_DEFAULTS["confidence"]
-    seed: int = AUDIT_DEFAULTS["seed"]
-    threshold: str = AUDIT_DEFAULTS["threshold"]
-    chunk_size: int = AUDIT_DEFAULTS["chunk_size"]
-    calibration_fraction: float = AUDIT_DEFAULTS["calibration_fraction"]
-
-    def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            check_setting(field.name, getattr(self, field.name))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
+__all__ = ["AuditJob", "make_job", "pair_digest"]
 
 def pair_digest(pair: CanaryPair) -> bytes:
     """Everything of a pair that decides what is sampled."""
@@ -226,7 +170,7 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
              index: Any = None, score: Any = None, title: str | None = None,
              estimators: Sequence[Any] = (), sequential: bool = False, claimed_epsilon: float | None = None,
              **settings: Any) -> AuditJob:
-    """The :class:`AuditJob` that :func:`dpaudit.audit.jobs.api.audit` runs (same arguments)."""
+    """The :class:`AuditJob` that :func:`dpaudit.auditing.checks.api.audit` runs (same arguments)."""
     given = [name for name, value in (("pair", pair), ("dataset_pair", dataset_pair), ("canary", canary))
              if value is not None]
     if len(given) > 1:

@@ -28,18 +28,20 @@ from joblib import Parallel, delayed
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import ScoreFunction
-from dpaudit.audit.jobs.assemble import assemble
-from dpaudit.audit.statistics.budget import check_budget
-from dpaudit.audit.jobs.fingerprint import code_version
-from dpaudit.audit.jobs.backend import check_scheduler, execution_backend
-from dpaudit.audit.jobs.job import AuditJob
-from dpaudit.audit.jobs.parts import calibration_chunks, calibration_trials, chunk_sizes, requested_calibration
-from dpaudit.audit.statistics.portfolio import Candidate, choose_score
-from dpaudit.audit.statistics.sequential import Looks, plan_looks
-from dpaudit.audit.jobs.result import AuditResult
-from dpaudit.audit.jobs.store import ChunkKey, Store, new_owner
-from dpaudit.audit.jobs.store_source import store_sources
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.auditing.jobs.assemble import assemble
+from dpaudit.auditing.jobs.backend import check_scheduler, execution_backend
+from dpaudit.auditing.jobs.fingerprint import code_version
+from dpaudit.auditing.jobs.job import AuditJob
+from dpaudit.auditing.jobs.one_run_result import run_one_run
+from dpaudit.auditing.jobs.parts import calibration_chunks, calibration_trials, chunk_sizes, requested_calibration
+from dpaudit.auditing.jobs.result import AuditResult
+from dpaudit.auditing.jobs.store import ChunkKey, Store, new_owner
+from dpaudit.auditing.jobs.store_source import store_sources
+from dpaudit.auditing.statistics.budget import check_budget
+from dpaudit.auditing.statistics.portfolio import Candidate, choose_score
+from dpaudit.auditing.statistics.sequential import Looks, plan_looks
+from dpaudit.core.errors import ParameterError
+from dpaudit.mechanisms import tiles
 from dpaudit.mechanisms.models.progress import training_progress
 
 if TYPE_CHECKING:
@@ -117,11 +119,10 @@ class _Task(NamedTuple):
 def _run_unit(number: int, pair: CanaryPair, key: ChunkKey, trials: int, root: int,
               scorer: ScoreFunction | None, single_thread: bool) -> tuple[int, ChunkKey, np.ndarray, float]:
     """Sample one chunk (and score it when a scorer is given); runs in a worker."""
+    # torch loads in the worker that samples, not where the runner is imported
     import torch
 
     if single_thread:
-        from dpaudit.mechanisms import tiles
-
         torch.set_num_threads(1)
         tiles.set_threads(1)
     start = time.perf_counter()
@@ -201,6 +202,7 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
         audit_of = {number: plan.audit_id for number, plan in enumerate(plans)}
         reused = {plan.audit_id: store.finished_chunks(plan.audit_id) for plan in plans}
         owner = new_owner()
+        # tqdm loads for a run that shows progress
         from tqdm import tqdm
 
         total = sum(_pending(plan, part, reused[plan.audit_id]) for plan in plans for part in ("cal", "cert"))
@@ -245,8 +247,6 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
 
 def _with_one_run(jobs: list, options: RunOptions) -> list[AuditResult]:
     """Run one-run audits (``audit.jobs.one_run_design``) one after the other, the others together; results in order."""
-    from dpaudit.audit.jobs.one_run_result import run_one_run
-
     many = [job for job in jobs if getattr(job, "design", "many-runs") != "one-run"]
     done = iter(run_audits(many, options) if many else [])
     results = []

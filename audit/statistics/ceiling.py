@@ -26,9 +26,10 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import ndtr
 
-from dpaudit.audit.statistics.conditional import conditional_epsilon, conditional_epsilon_estimate
-from dpaudit.audit.statistics.confidence import check_confidence, check_delta, cp_upper
-from dpaudit.mechanisms.validation import check_int
+from dpaudit.auditing.statistics.conditional import conditional_epsilon, conditional_epsilon_estimate
+from dpaudit.auditing.statistics.confidence import check_confidence, check_delta, cp_upper
+from dpaudit.auditing.statistics.rates import rates_epsilon
+from dpaudit.core.validation import check_int
 
 __all__ = ["BAND_DRAWS", "BAND_LEVEL", "BAND_SEED", "CeilingBand", "exact_ceiling", "exact_ceiling_band",
            "gaussian_ceiling", "gaussian_ceiling_band", "statistical_ceiling", "statistical_ceiling_band"]
@@ -160,11 +161,7 @@ def _rates(false_positive_rate, false_negative_rate, thresholds, trials, delta, 
 
 def _single_rate_bounds(fp: np.ndarray, fn: np.ndarray, trials: int, delta: float, beta: float) -> np.ndarray:
     """The better direction of the bound from each rate's Clopper-Pearson upper bound at ``beta / 2``."""
-    fpr_hi, fnr_hi = cp_upper(fp, trials, beta / 2), cp_upper(fn, trials, beta / 2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        forward = np.log(np.maximum(1 - delta - fnr_hi, 0.0) / fpr_hi)
-        backward = np.log(np.maximum(1 - delta - fpr_hi, 0.0) / fnr_hi)
-    return np.nan_to_num(np.maximum(forward, backward), nan=-np.inf)
+    return rates_epsilon(cp_upper(fp, trials, beta / 2), cp_upper(fn, trials, beta / 2), delta)[0]
 
 
 def _exact_conditional(fp: float, fn: float, trials: int, delta: float, beta: float) -> float:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import gammaln
 
-from dpaudit.audit.statistics.confidence import cp_lower, cp_upper
+from dpaudit.auditing.statistics.confidence import cp_lower, cp_upper
 
 __all__ = ["RATE_SHARE", "conditional_epsilon", "conditional_epsilon_estimate", "conditional_parts",
            "odds_ratio_lower"]
@@ -61,7 +61,7 @@ def odds_ratio_lower(big: int, n_big: int, small: int, n_small: int, failure: fl
     one stays because it is 1,000-3,000 times faster on an audit's counts (a
     window of the support around the observed count instead of the whole
     hypergeometric law) and rounds down on purpose, where SciPy's root is
-    rounded either way. tests/attacks/test_conditional.py compares the two.
+    rounded either way. tests/audit/statistics/test_conditional.py compares the two.
     """
     big, small, n_big, n_small = int(big), int(small), int(n_big), int(n_small)
     total = big + small

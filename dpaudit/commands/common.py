@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from dpaudit.mechanisms.errors import DPAuditError
+from dpaudit.core.errors import DPAuditError
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_OK", "EXIT_VIOLATION", "UsageError", "count", "emit_json"]
 
@@ -51,6 +51,7 @@ def emit_json(document: Any) -> None:
 
 
 def _jsonable(value: Any) -> Any:
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
     import numpy as np
 
     if isinstance(value, np.generic):

@@ -11,13 +11,14 @@ from dpaudit.commands.common import UsageError, emit_json
 if TYPE_CHECKING:
     import numpy as np
 
-#: ``dpaudit.audit.statistics.estimators.STRATEGIES``, spelled out so that ``--help`` imports no NumPy or SciPy
-#: (tests/test_cli.py checks they agree).
+#: ``dpaudit.auditing.statistics.estimators.STRATEGIES``, spelled out so that ``--help`` imports no NumPy or SciPy
+#: (tests/commands/test_cli.py checks they agree).
 STRATEGIES = ("split", "union")
 
 
 def load_scores(path: str, name: str) -> "np.ndarray":
     """Scores from a ``.npy`` file or a text file of numbers (one per line or whitespace-separated)."""
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
     import numpy as np
 
     file = Path(path)
@@ -43,8 +44,9 @@ def load_scores(path: str, name: str) -> "np.ndarray":
 
 def _one_run(args: argparse.Namespace) -> int:
     """``--one-run``: scores of one run's canaries and their inclusion bits."""
-    from dpaudit.audit.statistics.one_run_fdp import one_run_audit
-    from dpaudit.audit.jobs.result import SCHEMA_VERSION
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
+    from dpaudit.auditing.statistics.one_run_fdp import one_run_audit
+    from dpaudit.auditing.jobs.result import SCHEMA_VERSION
 
     if not args.scores or not args.included:
         raise UsageError("--one-run needs --scores FILE and --included FILE")
@@ -74,9 +76,10 @@ def _one_run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dpaudit.audit.statistics.confidence import split_calibration
-    from dpaudit.audit.jobs.result import SCHEMA_VERSION, Empirical
-    from dpaudit.audit.jobs.streaming import ArraySource, certify_source
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
+    from dpaudit.auditing.statistics.confidence import split_calibration
+    from dpaudit.auditing.jobs.result import SCHEMA_VERSION, Empirical
+    from dpaudit.auditing.jobs.streaming import ArraySource, certify_source
 
     if args.one_run:
         return _one_run(args)

@@ -10,6 +10,7 @@ from dpaudit.commands.common import count
 
 
 def _run(args: argparse.Namespace) -> int:
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
     from dpaudit.gallery import build
 
     index = build(Path(args.out), trials=args.trials, workers=args.workers, store=args.store,

@@ -27,6 +27,7 @@ def catalogue() -> dict[str, Any]:
 
 def _attack_catalogue() -> dict[str, Any]:
     try:
+        # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
         from dpaudit.attacks.catalogue import catalogue as attack_catalogue
     except ImportError:
         return {}

@@ -25,7 +25,7 @@ import math
 from typing import Any
 
 from dpaudit.commands.common import count, emit_json
-from dpaudit.mechanisms.errors import NotExact, ParameterError
+from dpaudit.core.errors import NotExact, ParameterError
 from dpaudit.reports.text import BAND_WORDS, CEILING_WORDS
 
 __all__ = ["equivalent_mu", "one_run_forecast", "plan_pair", "trials_for_target"]
@@ -35,6 +35,7 @@ MAX_TRIALS = 10**12
 
 def _laws(pair) -> tuple[Any, str]:
     """The score laws of ``pair`` and what they are: ``exact`` or ``surrogate``."""
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
     from dpaudit.mechanisms.accounting.instances import exact_laws
 
     try:
@@ -49,7 +50,8 @@ def _laws(pair) -> tuple[Any, str]:
 
 def trials_for_target(law: tuple, goal: float, *, delta: float, confidence: float) -> int | None:
     """The smallest certification trials per dataset (to 1%) whose ceiling reaches ``goal`` (``None``: beyond 1e12)."""
-    from dpaudit.audit.statistics.ceiling import exact_ceiling
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
+    from dpaudit.auditing.statistics.ceiling import exact_ceiling
 
     def reaches(trials: int) -> bool:
         return exact_ceiling(*law, trials=trials, delta=delta, confidence=confidence) >= goal
@@ -71,7 +73,8 @@ def trials_for_target(law: tuple, goal: float, *, delta: float, confidence: floa
 
 def _total(certification: int, fraction: float) -> int:
     """Trials per dataset (``[audit] trials``) that leave ``certification`` after calibration."""
-    from dpaudit.audit.jobs.parts import calibration_trials
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
+    from dpaudit.auditing.jobs.parts import calibration_trials
 
     total = max(int(math.ceil(certification / (1 - fraction))), 2)
     while total - calibration_trials(total, fraction) < certification:
@@ -82,8 +85,9 @@ def _total(certification: int, fraction: float) -> int:
 def plan_pair(pair, *, target: float, delta: float, confidence: float, trials: int,
               fraction: float) -> dict[str, Any]:
     """The plan of one canary position: exact (or surrogate) value, ceiling now, trials for the target."""
-    from dpaudit.audit.statistics.ceiling import exact_ceiling_band
-    from dpaudit.audit.jobs.parts import calibration_trials
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
+    from dpaudit.auditing.jobs.parts import calibration_trials
+    from dpaudit.auditing.statistics.ceiling import exact_ceiling_band
     from dpaudit.mechanisms.accounting.instances import likelihood_ratio_law
 
     laws, kind = _laws(pair)
@@ -100,6 +104,7 @@ def plan_pair(pair, *, target: float, delta: float, confidence: float, trials: i
 
 
 def _exact_epsilon(pair, delta: float, laws) -> float:
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
     from dpaudit.mechanisms.accounting.instances import exact_epsilon
 
     return exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, delta, laws=laws)
@@ -107,6 +112,7 @@ def _exact_epsilon(pair, delta: float, laws) -> float:
 
 def equivalent_mu(value: float, delta: float) -> float:
     """The mu whose mu-GDP epsilon at ``delta`` is ``value`` (bisection; the Gaussian pair of that value)."""
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
     from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 
     low, high = 0.0, 64.0
@@ -121,9 +127,10 @@ def one_run_forecast(value: float, *, canaries: int, runs: int, delta: float, co
     """What one run with ``canaries`` canaries (``runs`` pooled) could certify at best: each canary's score a
     Gaussian pair of the same ``value`` (its equivalent mu), no interference between canaries, one seeded
     draw; each estimator of the one-run design on those scores (docs/theory.md 9)."""
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
     import numpy as np
 
-    from dpaudit.audit.statistics.one_run_fdp import METHODS, one_run_audit
+    from dpaudit.auditing.statistics.one_run_fdp import METHODS, one_run_audit
 
     mu = equivalent_mu(value, delta)
     rng = np.random.default_rng(seed)
@@ -136,7 +143,8 @@ def one_run_forecast(value: float, *, canaries: int, runs: int, delta: float, co
 
 def _many_runs(config):
     """The config itself, or for a one-run config the same training audited by many trainings."""
-    from dpaudit.audit.jobs.config import AuditConfig
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
+    from dpaudit.auditing.jobs.config import AuditConfig
 
     if config.one_run is None:
         return config
@@ -144,7 +152,8 @@ def _many_runs(config):
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dpaudit.audit.jobs.config import load_configs
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
+    from dpaudit.auditing.jobs.config import load_configs
 
     if not 0 < args.target < 1:
         raise ParameterError(f"target must be a fraction in (0, 1), got target={args.target}")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from dpaudit.commands.common import EXIT_OK, EXIT_VIOLATION, count, emit_json
 from typing import TYPE_CHECKING
 
+from dpaudit.commands.common import EXIT_OK, EXIT_VIOLATION, count, emit_json
+
 if TYPE_CHECKING:
-    from dpaudit.audit.jobs.result import AuditResult
+    from dpaudit.auditing.jobs.result import AuditResult
 
 
 def _summary(results: list["AuditResult"]) -> None:
@@ -24,6 +25,7 @@ def _summary(results: list["AuditResult"]) -> None:
 
 
 def _write_outputs(documents: list["AuditResult"], out: str) -> list[str]:
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
     from dpaudit.reports.render import write_all
 
     directory = Path(out)
@@ -35,10 +37,11 @@ def _write_outputs(documents: list["AuditResult"], out: str) -> list[str]:
 
 
 def _run(args: argparse.Namespace, *, check: bool) -> int:
-    from dpaudit.audit.statistics.budget import parse_size
-    from dpaudit.audit.jobs.config import load_configs
-    from dpaudit.audit.jobs.runner import RunOptions, run_configs
-    from dpaudit.audit.checks.verdict import combine
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
+    from dpaudit.auditing.jobs.config import load_configs
+    from dpaudit.auditing.jobs.runner import RunOptions, run_configs
+    from dpaudit.auditing.statistics.budget import parse_size
+    from dpaudit.auditing.statistics.verdict import combine
 
     show_progress = not args.quiet and (not args.json or sys.stderr.isatty())
     max_memory = parse_size(args.max_memory) if args.max_memory is not None else None

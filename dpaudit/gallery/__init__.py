@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from dpaudit import mechanisms
-from dpaudit.audit.jobs.config import load_configs
-from dpaudit.audit.jobs.runner import RunOptions, run_audits
+from dpaudit.auditing.jobs.config import load_configs
+from dpaudit.auditing.jobs.runner import RunOptions, run_audits
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.accounting.lssgd import lssgd_claim_noise
 from dpaudit.reports import plots
@@ -141,6 +141,7 @@ def build(out: Path, *, trials: int | None, workers: int | None, store: str, pro
         caption, svg = summary_figure(document)
         audits[number].append((result.title, " ".join([verdict_sentence(document), *notable_sentences(document)]),
                                result.audit_id, svg, caption))
+    # the library audits load only when the gallery is built, with their optional libraries
     from dpaudit.gallery import libraries
 
     library_results, missing = libraries.library_audits(
@@ -149,16 +150,16 @@ def build(out: Path, *, trials: int | None, workers: int | None, store: str, pro
     for result in library_results:
         write_all(result, out)
         library_rows.append((result.title, verdict_sentence(as_document(result)), result.audit_id))
-    from dpaudit.gallery.maps import hidden_state_svg
-
+    # the gallery's figures and tables load when it is built
     from dpaudit.gallery.ladder import ladder_table
-
+    from dpaudit.gallery.maps import hidden_state_svg
     from dpaudit.gallery.schedules_table import schedules_table
 
     ladder = [result for number, result in zip(owners, results) if SECTIONS[number].folder == "ladder"]
     scheduled = [result for number, result in zip(owners, results) if SECTIONS[number].folder == "schedules"]
     figures = {"stopped": stopped_comparison_svg(), "lssgd": lssgd_svg(), "hidden_state": hidden_state_svg(),
                "ladder": ladder_table(ladder), "schedules": schedules_table(scheduled)}
+    # jinja2 loads when a page is rendered
     from jinja2 import Environment, select_autoescape
 
     env = Environment(autoescape=select_autoescape(default=True))

@@ -17,8 +17,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from dpaudit.audit.jobs.api import make_job
-from dpaudit.audit.jobs.job import AuditJob
+from dpaudit.auditing.checks.api import make_job
+from dpaudit.auditing.jobs.job import AuditJob
 
 __all__ = ["HEADING", "TEXT", "LibraryAudit", "library_audits", "library_jobs"]
 
@@ -41,6 +41,7 @@ class LibraryAudit:
 
 
 def _diffprivlib():
+    # an optional library (dpaudit[libraries]) and its adapter, loaded for its own audit
     from diffprivlib.mechanisms import Laplace
 
     from dpaudit.mechanisms.adapters import from_diffprivlib
@@ -49,6 +50,7 @@ def _diffprivlib():
 
 
 def _opendp():
+    # an optional library (dpaudit[libraries]) and its adapter, loaded for its own audit
     import opendp.prelude as dp
 
     from dpaudit.mechanisms.adapters import from_opendp
@@ -59,6 +61,7 @@ def _opendp():
 
 
 def _pydp():
+    # an optional library (dpaudit[libraries]) and its adapter, loaded for its own audit
     from pydp.algorithms.laplacian import BoundedSum
 
     from dpaudit.mechanisms.adapters import from_pydp
@@ -69,6 +72,7 @@ def _pydp():
 def _opacus():
     import opacus  # noqa: F401 - fails here when Opacus is absent
 
+    # an optional library (dpaudit[libraries]) and its adapter, loaded for its own audit
     from dpaudit.mechanisms.adapters import from_opacus
 
     return from_opacus(n=20, batch_size=5, noise_multiplier=1.0, poisson_sampling=False)

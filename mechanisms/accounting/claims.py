@@ -5,8 +5,9 @@ assumes, the canary index for per-index bounds, and two pure functions,
 ``epsilon(delta)`` and ``delta(epsilon)``. A claim whose assumptions fail is
 kept, marked ``applicable=False`` with the reason, and never evaluated.
 
-Each mechanism class lists its own claims (``Mechanism.claims``), calling a
-builder of :mod:`dpaudit.mechanisms.accounting.builders`; subclasses inherit them.
+A mechanism describes what it does (``accounting.descriptions``); the
+builders of :mod:`dpaudit.mechanisms.accounting.builders` turn a
+description into claims (``claims_for``), once per description.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "RELATIONS",
     "evaluate_claims",
     "delta_for_epsilon",
+    "fixed_claim",
     "not_applicable",
     "profile_claim",
     "rdp_claim",
@@ -160,6 +162,19 @@ def delta_for_epsilon(epsilon_fn: Callable[[float], float], epsilon: float, iter
         mid = 0.5 * (low + high)
         low, high = (low, mid) if epsilon_fn(math.exp(mid)) <= epsilon else (mid, high)
     return math.exp(high)
+
+
+def fixed_claim(name: str, citation: str, relation: str, epsilon: float, delta: float = 0.0) -> Claim:
+    """A claim ``(epsilon, delta)`` as stated (by a library object): it holds for every ``delta' >= delta``.
+
+    Below its own ``delta`` nothing is claimed (the claim is vacuous there:
+    ``epsilon = inf``); at or above it, ``epsilon`` itself is kept (no
+    conversion that could only lower it is attempted).
+    """
+    eps0, delta0 = float(epsilon), float(delta)
+    return Claim(name, citation, relation,
+                 epsilon_fn=lambda d: eps0 if d >= delta0 else math.inf,
+                 delta_fn=lambda e: delta0 if e >= eps0 else 1.0)
 
 
 def not_applicable(name: str, citation: str, relation: str, reason: str,

@@ -12,14 +12,16 @@ contraction and reset steps only).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpaudit.core.errors import NotExact
 from dpaudit.mechanisms.accounting.exact1d import Law, Step, _run, e_gamma
 from dpaudit.mechanisms.accounting.last_iterate import MixtureLaws
-from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import NotExact
+
+if TYPE_CHECKING:  # annotations only: accounting imports no mechanism module
+    from dpaudit.mechanisms.dataset import Dataset
 
 __all__ = ["NotExact", "exact_laws", "instance_steps", "likelihood_ratio_law", "log_likelihood_ratio"]
 

@@ -51,17 +51,20 @@ with non-convex loss", 2024.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+from dpaudit.core.errors import NotExact
 from dpaudit.mechanisms.accounting.claims import Claim, not_applicable, rdp_claim
+from dpaudit.mechanisms.accounting.descriptions import MinibatchNoisySgd
 from dpaudit.mechanisms.accounting.last_iterate import MixtureLaws, count_mixture
 from dpaudit.mechanisms.accounting.profiles import gaussian_delta, gaussian_epsilon
 from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS
-from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import NotExact
-from dpaudit.mechanisms.losses import NONCONVEX_LOSSES
+
+if TYPE_CHECKING:  # annotations only: accounting imports no mechanism module
+    from dpaudit.mechanisms.dataset import Dataset
 
 __all__ = ["best_shifts", "equivalent_mu", "expanding_pnsgd_laws", "is_scheduled", "scheduled_claims", "scheduled_laws", "step_differences"]
 
@@ -84,20 +87,20 @@ def _clipped(vector: np.ndarray, bound: float) -> np.ndarray:
     return vector if not math.isfinite(bound) or norm <= bound else vector * (bound / norm)
 
 
-def step_differences(mech, data_a: Dataset, data_b: Dataset) -> np.ndarray:
+def step_differences(sgd: MinibatchNoisySgd, data_a: Dataset, data_b: Dataset) -> np.ndarray:
     """``(g_t - g'_t) / m`` for every step ``t`` (rows ``0 .. T-1``), the inserted gradients clipped as sampled."""
-    bound = float(mech.loss_function.lipschitz)
-    rows = np.zeros((mech.steps, mech.dim))
+    bound = float(sgd.loss.lipschitz)
+    rows = np.zeros((sgd.steps, sgd.dim))
     for data, sign in ((data_a, 1.0), (data_b, -1.0)):
         for step, vector in data.scheduled.items():
             rows[step - 1] += sign * _clipped(np.asarray(vector, dtype=float), bound)
-    return rows / mech.batch_size
+    return rows / sgd.batch_size
 
 
-def _expansion(mech) -> float:
-    """``a`` with ``theta <- a theta - eta (...)`` per step: 1, or ``1 + eta beta`` for the concave loss."""
-    loss = mech.loss_function
-    return 1.0 + float(mech.eta) * float(loss.smoothness) if loss.name == "concave" else 1.0
+def _expansion(eta: float, loss) -> float:
+    """``a`` with ``theta <- a theta - eta (...)`` per step: 1, or ``1 + eta beta`` for the concave loss (``loss``
+    a mechanism's loss or a description's ``LossTerms``: its ``name`` and ``smoothness``)."""
+    return 1.0 + float(eta) * float(loss.smoothness) if loss.name == "concave" else 1.0
 
 
 def scheduled_laws(mech, data_a: Dataset, data_b: Dataset) -> MixtureLaws:
@@ -118,7 +121,7 @@ def scheduled_laws(mech, data_a: Dataset, data_b: Dataset) -> MixtureLaws:
     records = loss.prepare(torch.as_tensor(data_a.records, dtype=torch.float64))
     if bool(torch.any(torch.linalg.vector_norm(records, dim=-1) > _TOLERANCE)):
         raise NotExact("other records have non-zero gradients: their batches add a mixture to the canary's law")
-    steps, a = mech.steps, _expansion(mech)
+    steps, a = mech.steps, _expansion(mech.eta, loss)
     weights = a ** np.arange(steps - 1, -1, -1, dtype=float)  # a^(T-t), t = 1..T
     if not np.all(np.isfinite(weights)) or weights[0] > 1e150:
         raise NotExact(f"a^T = {a}^{steps} is beyond the float range of the closed form")
@@ -155,7 +158,6 @@ def expanding_pnsgd_laws(mech, data_a: Dataset, data_b: Dataset) -> MixtureLaws:
     P_k (g_k + Z_k)``: along the difference of the two means it is Gaussian with std ``sigma sqrt(sum_k
     P_k^2)`` under both datasets.
     """
-    from dpaudit.mechanisms.accounting.training_laws import gradient_table
 
     if mech.domain != "whole" or str(mech.noise) != "gaussian" or mech.variant != "plain":
         raise NotExact(f"the concave loss's closed form needs the whole space, Gaussian noise and variant "
@@ -164,7 +166,7 @@ def expanding_pnsgd_laws(mech, data_a: Dataset, data_b: Dataset) -> MixtureLaws:
     positions = mech.positions()
     means, factors = {}, {}
     for name, data in (("a", data_a), ("b", data_b)):
-        table = gradient_table(mech, data)
+        table = mech.gradient_table(data)
         rates = np.array([1.0 if position + 1 in data.injected else a for position in positions])
         later = np.concatenate([np.cumprod(rates[::-1])[::-1][1:], [1.0]])  # P_k: product of the later factors
         if not np.all(np.isfinite(later)) or later.max() > 1e150:
@@ -211,20 +213,20 @@ def _gaussian_claim(name: str, citation: str, relation: str, mu: float) -> Claim
                  delta_fn=lambda e: float(gaussian_delta(e, mu)))
 
 
-def _contractive(mech) -> str:
+def _contractive(mech: MinibatchNoisySgd) -> str:
     """Why the steps are not contractions (empty when they are)."""
-    loss = mech.loss_function
-    if loss.name in NONCONVEX_LOSSES:
+    loss = mech.loss
+    if not loss.convex:
         return (f"the {loss.name} loss is not convex: each step multiplies theta by a = 1 + eta beta = "
-                f"{_expansion(mech):.6g} > 1, so steps expand and the contraction amplification by iteration "
-                f"needs fails")
-    if getattr(mech, "user_loss", None) is not None:
-        return f"loss={mech.loss!r} is a loss of your own, not known to be convex and smooth"
+                f"{_expansion(mech.eta, loss):.6g} > 1, so steps expand and the contraction amplification by "
+                f"iteration needs fails")
+    if loss.own:
+        return f"loss={loss.label!r} is a loss of your own, not known to be convex and smooth"
     largest = mech.n if mech.sampling == "poisson" else mech.batch_size
     if loss.smoothness > 0 and mech.eta * loss.smoothness * largest / mech.batch_size > 2:
         return (f"eta beta (largest batch) / m = {mech.eta * loss.smoothness * largest / mech.batch_size:.6g} > 2: "
                 f"the steps are not contractions")
-    if float(getattr(mech, "smoothing", 0.0)):
+    if mech.smoothing:
         return "Laplacian smoothing makes the noise anisotropic; the theorem is stated for isotropic noise"
     return ""
 
@@ -239,7 +241,8 @@ def _amplification_rdp(differences: np.ndarray, noise_std: float) -> np.ndarray:
     return DEFAULT_ORDERS * float(np.sum(shifts**2)) / (2 * noise_std**2)
 
 
-def scheduled_claims(mech, data_a: Dataset, data_b: Dataset, relation: str, usual: list[Claim]) -> list[Claim]:
+def scheduled_claims(mech: MinibatchNoisySgd, data_a: Dataset, data_b: Dataset, relation: str,
+                     usual: list[Claim]) -> list[Claim]:
     """The claims for a scheduled canary: composition of its steps, amplification by iteration, and the
     mechanism's ``usual`` claims marked not applicable (see the module text)."""
     differences = np.linalg.norm(step_differences(mech, data_a, data_b), axis=1)
@@ -247,9 +250,9 @@ def scheduled_claims(mech, data_a: Dataset, data_b: Dataset, relation: str, usua
     claims = [_gaussian_claim("scheduled-composition", COMPOSITION, relation,
                               float(np.sqrt(np.sum(differences**2))) / s)]
     reason = _contractive(mech) or ("every iterate is released: this bound is for the last iterate alone"
-                                    if mech.output != "final" else "")
+                                    if mech.release != "final" else "")
     if reason:
-        if mech.loss_function.name in NONCONVEX_LOSSES or getattr(mech, "user_loss", None) is not None:
+        if not mech.loss.convex or mech.loss.own:
             reason += (f"; for a convex loss it would give the Renyi curve of a Gaussian with mu = "
                        f"{equivalent_mu(differences, s):.4g} here")
         claims.append(not_applicable("scheduled-amplification", AMPLIFICATION, relation, reason))

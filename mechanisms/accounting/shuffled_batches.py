@@ -48,7 +48,9 @@ import math
 import numpy as np
 from scipy import stats
 
+from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, not_applicable
 from dpaudit.mechanisms.accounting.profiles import gaussian_delta, gaussian_epsilon
+from dpaudit.mechanisms.accounting.tight import pld_claim
 
 __all__ = [
     "CHUA",
@@ -80,8 +82,6 @@ def deterministic_delta(epsilon: float, *, sigma: float, epochs: int = 1) -> flo
 
 def poisson_epsilon(delta: float, *, sigma: float, rate: float, steps: int) -> float:
     """What a Poisson accountant (PLD, add/remove) reports for ``steps`` steps at ``rate`` and noise ``sigma``."""
-    from dpaudit.mechanisms.accounting.tight import pld_claim
-
     return pld_claim("poisson", sampling_rate=rate, noise_multiplier=sigma, steps=steps).epsilon(delta)
 
 
@@ -209,8 +209,6 @@ def shuffled_claims(*, sigma: float, batches: int, steps: int, reshuffle: bool, 
     Poisson accountant's value, not applicable, with the value it would
     report in the reason.
     """
-    from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, not_applicable
-
     epochs, complete = -(-steps // batches), steps // batches
     claims = [Claim("gaussian-epochs", GAUSSIAN_EPOCHS, relation,
                     epsilon_fn=lambda delta: deterministic_epsilon(delta, sigma=sigma, epochs=epochs),
@@ -237,5 +235,5 @@ def shuffled_claims(*, sigma: float, batches: int, steps: int, reshuffle: bool, 
                 f"reports epsilon={reported(delta):.4g} at delta={delta:.3g})")
 
     claims.append(Claim("poisson-as-reported", POISSON_AS_REPORTED, relation, epsilon_fn=reported,
-                        condition=reason))
+                        delta_fn=lambda e: delta_for_epsilon(reported, e), condition=reason))
     return claims

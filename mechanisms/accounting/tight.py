@@ -36,6 +36,7 @@ DISCRETISATION = 5e-4  # pessimistic at any step; 5e-4 stays within 0.1% of 1e-4
 
 @functools.lru_cache(maxsize=32)
 def _pld(sampling_rate: float, noise_multiplier: float, steps: int):
+    # dp-accounting takes about a second to import: it loads with the first tight claim
     from dp_accounting import NeighboringRelation, dp_event
     from dp_accounting.pld import pld_privacy_accountant
 
@@ -48,6 +49,7 @@ def _pld(sampling_rate: float, noise_multiplier: float, steps: int):
 
 @functools.lru_cache(maxsize=32)
 def _wor(dataset_size: int, sample_size: int, noise_multiplier: float, steps: int):
+    # dp-accounting takes about a second to import: it loads with the first tight claim
     from dp_accounting import NeighboringRelation, dp_event
     from dp_accounting.rdp import rdp_privacy_accountant
 
@@ -67,6 +69,7 @@ def wor_gaussian_rdp(orders, *, dataset_size: int, sample_size: int, noise_multi
     sensitivity of one step's sum. The same neighbouring relation as the Thm 9 bound it replaces
     (replace-one, a fixed-size sample without replacement, ``n`` public); Thm 27 is never looser.
     """
+    # dp-accounting takes about a second to import: it loads with the first tight claim
     from dp_accounting import NeighboringRelation, dp_event
     from dp_accounting.rdp import rdp_privacy_accountant
 

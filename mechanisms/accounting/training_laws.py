@@ -11,29 +11,20 @@ with the reason otherwise (docs/theory.md 5.1).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+from dpaudit.core.errors import NotExact
 from dpaudit.mechanisms.accounting.last_iterate import MixtureLaws, count_mixture
-from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import NotExact
 
-__all__ = ["dpsgd_laws", "gradient_table", "pnsgd_laws"]
+if TYPE_CHECKING:  # annotations only: accounting imports no mechanism module
+    from dpaudit.mechanisms.dataset import Dataset
+
+__all__ = ["dpsgd_laws", "pnsgd_laws"]
 
 _TOLERANCE = 1e-12  # gradients this close (relative to L) count as equal, or as orthogonal to u
-
-
-def gradient_table(mech, data: Dataset) -> np.ndarray:
-    """The clipped constant gradient each record (or its injected gradient) contributes, ``(n, dim)``."""
-    from dpaudit.mechanisms.losses import _clip_rows
-
-    loss = mech.loss_function
-    records = loss.prepare(torch.as_tensor(data.records, dtype=torch.float64))
-    table = loss.gradient(torch.zeros(mech.dim, dtype=torch.float64), records).clone()
-    for position, vector in data.injected.items():
-        table[position - 1] = _clip_rows(torch.as_tensor(vector, dtype=torch.float64), loss.lipschitz)
-    return table.numpy()
 
 
 def _common_checks(mech, noise: str) -> None:
@@ -51,7 +42,7 @@ def _canary(mech, data_a: Dataset, data_b: Dataset) -> tuple[np.ndarray, np.ndar
     """``(u, g_a, g_b, others)``: the canary direction, its gradients in ``S`` and ``S'``, the shared rows."""
     if data_a.records.shape != data_b.records.shape:
         raise NotExact("the two datasets have different sizes")
-    table_a, table_b = gradient_table(mech, data_a), gradient_table(mech, data_b)
+    table_a, table_b = mech.gradient_table(data_a), mech.gradient_table(data_b)
     scale = _TOLERANCE * max(float(mech.loss_function.lipschitz), 1.0)
     differ = np.nonzero(np.linalg.norm(table_a - table_b, axis=1) > scale)[0]
     if differ.size > 1:

@@ -32,33 +32,22 @@ relative error of about 10%, about +-0.1 in epsilon (measured +-0.07 to
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
 from scipy import stats
 
-from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import NotExact
-from dpaudit.mechanisms.hooks import ScoreLaw
-from dpaudit.mechanisms.kinds import SHUFFLED
+from dpaudit.core.errors import NotExact
+from dpaudit.core.kinds import SHUFFLED
+from dpaudit.mechanisms.accounting.score_law import ScoreLaw
+
+if TYPE_CHECKING:  # annotations only: accounting imports no mechanism module
+    from dpaudit.mechanisms.dataset import Dataset
 
 __all__ = ["step_sums", "steps_log_likelihood_ratio", "steps_reference_scores", "steps_score_law"]
 
 LAW_BINS = 20_000  #: thresholds of the ceiling's score law (a coarser score: the ceiling can only be lower)
-
-
-def _gradient_table(mech, data: Dataset) -> np.ndarray:
-    """Every record's (constant, clipped) gradient under the linear loss, canaries injected, ``(n, d)``."""
-    import torch
-
-    from dpaudit.mechanisms.iterative import injected_rows
-    from dpaudit.mechanisms.losses import _clip_rows
-
-    loss = mech.loss_function
-    records = loss.prepare(torch.as_tensor(data.records, dtype=torch.float64))
-    table = loss.gradient(torch.zeros(mech.dim, dtype=torch.float64), records).clone()
-    for position, vector in injected_rows(data, mech.dim, torch.float64).items():
-        table[position] = _clip_rows(vector, loss.lipschitz)
-    return table.numpy()
 
 
 def _structure(mech, data_a: Dataset, data_b: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -69,7 +58,7 @@ def _structure(mech, data_a: Dataset, data_b: Dataset) -> tuple[np.ndarray, np.n
     if mech.loss != "linear" or mech.domain != "whole":
         raise NotExact(f"the steps' laws are known for the linear loss on the whole space, got loss={mech.loss!r}, "
                        f"domain={mech.domain!r}")
-    table_a, table_b = _gradient_table(mech, data_a), _gradient_table(mech, data_b)
+    table_a, table_b = mech.gradient_table(data_a), mech.gradient_table(data_b)
     differ = np.flatnonzero(np.any(table_a != table_b, axis=1))
     if differ.size != 1:
         raise NotExact(f"the datasets must differ in one record's gradient, got {differ.size}")
@@ -85,7 +74,6 @@ def _structure(mech, data_a: Dataset, data_b: Dataset) -> tuple[np.ndarray, np.n
 def step_sums(mech, outputs: np.ndarray) -> np.ndarray:
     """The noisy batch sums ``y_t`` behind released iterates ``(trials, T d)``, shape ``(trials, T, d)``."""
     theta = np.asarray(outputs, dtype=float).reshape(len(outputs), mech.steps, mech.dim)
-    import torch
 
     start = mech.start(1, torch.float64)[0].numpy()
     previous = np.concatenate([np.broadcast_to(start, (len(outputs), 1, mech.dim)), theta[:, :-1]], axis=1)

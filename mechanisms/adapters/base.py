@@ -31,12 +31,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_int, check_real
+from dpaudit.mechanisms.accounting.descriptions import LibraryGuarantees
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_int, check_real
 
-__all__ = ["BLOCK", "LibraryMechanism", "fixed_claim", "library_version", "sum_query"]
+__all__ = ["BLOCK", "LibraryMechanism", "library_version", "sum_query"]
 
 #: Trials per seeded block for libraries called once per trial.
 BLOCK = 2_000
@@ -44,6 +45,7 @@ BLOCK = 2_000
 
 def library_version(module: str) -> str:
     """The installed version of ``module``'s distribution (``"?"`` when unknown)."""
+    # an optional library is imported by name when its adapter asks for it
     from importlib import metadata
 
     names = {"diffprivlib": "diffprivlib", "opendp": "opendp", "pydp": "python-dp", "opacus": "opacus"}
@@ -55,6 +57,7 @@ def library_version(module: str) -> str:
 
 def require(module: str, extra: str = "libraries") -> Any:
     """Import ``module`` or raise a ParameterError that says how to install it."""
+    # an optional library is imported by name when its adapter asks for it
     import importlib
 
     try:
@@ -68,21 +71,6 @@ def sum_query(records: np.ndarray) -> np.ndarray:
     return np.asarray(records, dtype=np.float64).sum(axis=0)
 
 
-def fixed_claim(name: str, citation: str, relation: str, epsilon: float, delta: float = 0.0):
-    """A claim ``(epsilon, delta)`` read from a library object: it holds for every ``delta' >= delta``.
-
-    Below the object's own ``delta`` nothing is claimed (the claim is vacuous
-    there: ``epsilon = inf``); at or above it, ``epsilon`` itself is kept
-    (no conversion that could only lower it is attempted).
-    """
-    from dpaudit.mechanisms.accounting.claims import Claim
-
-    eps0, delta0 = float(epsilon), float(delta)
-    return Claim(name, citation, relation,
-                 epsilon_fn=lambda d: eps0 if d >= delta0 else math.inf,
-                 delta_fn=lambda e: delta0 if e >= eps0 else 1.0)
-
-
 def _run_block(mechanism: "LibraryMechanism", values: np.ndarray, size: int, seed: int) -> np.ndarray:
     return mechanism.draw_block(values, size, seed)
 
@@ -93,7 +81,7 @@ class LibraryMechanism(Mechanism):
 
     Subclasses set :attr:`library`, implement :meth:`draw` (``trials`` draws
     of the library on the query values, with a ``numpy`` generator) or
-    :meth:`draw_block` (one seeded block), and :meth:`library_claims`.
+    :meth:`draw_block` (one seeded block), and :meth:`library_guarantees`.
     """
 
     query: Callable[[np.ndarray], Any] | None = None
@@ -226,16 +214,13 @@ class LibraryMechanism(Mechanism):
         rows = np.asarray(self.draw(values, trials, rng), dtype=np.float64).reshape(trials, self.dim)
         return torch.from_numpy(np.ascontiguousarray(rows))
 
-    # -- claims --------------------------------------------------------------
-    def library_claims(self) -> list:
-        """The claims read from the library object (relation ``replace-one`` for the default pair)."""
+    # -- what the library states ------------------------------------------------
+    def library_guarantees(self) -> list:
+        """The guarantees read from the library object (``accounting.descriptions``: ``FixedGuarantee`` and
+        the like), one per relation the object covers."""
         raise NotImplementedError
 
-    def _claims(self, index: int | None) -> list:
-        from dpaudit.mechanisms.accounting.claims import not_applicable
-
-        claims = self.library_claims()
-        reason = self._query_covered()
-        if reason is None:
-            return claims
-        return [not_applicable(c.name, c.citation, c.relation, reason) for c in claims]
+    @property
+    def privacy_description(self) -> LibraryGuarantees:
+        """What the library states about the object, and whether it covers the query as audited."""
+        return LibraryGuarantees(tuple(self.library_guarantees()), not_covered=self._query_covered())

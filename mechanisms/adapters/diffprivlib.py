@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.mechanisms.adapters.base import LibraryMechanism, fixed_claim, require
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
+from dpaudit.mechanisms.accounting.descriptions import FixedGuarantee
+from dpaudit.mechanisms.adapters.base import LibraryMechanism, require
 
 __all__ = ["DiffprivlibMechanism", "from_diffprivlib"]
 
@@ -72,12 +73,12 @@ class DiffprivlibMechanism(LibraryMechanism):
             return int(value)
         return value
 
-    def library_claims(self) -> list:
+    def library_guarantees(self) -> list:
         epsilon = float(self.obj.epsilon)
         delta = float(getattr(self.obj, "delta", 0.0) or 0.0)
         citation = (f"diffprivlib {type(self.obj).__name__}(epsilon={epsilon:g}, delta={delta:g}, "
                     f"sensitivity={self.sensitivity:g}): the object's own guarantee")
-        return [fixed_claim("diffprivlib-claim", citation, relation, epsilon, delta) for relation in self.relations()]
+        return [FixedGuarantee("diffprivlib-claim", citation, relation, epsilon, delta) for relation in self.relations()]
 
 
 def from_diffprivlib(mechanism: Any, *, query=None, record_domain: tuple[float, float] | None = None,

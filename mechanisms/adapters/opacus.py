@@ -47,9 +47,10 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.mechanisms.adapters.base import LibraryMechanism, require
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_choice, check_int, check_real
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_choice, check_int, check_real
+from dpaudit.mechanisms.accounting.descriptions import GaussianGuarantee, InapplicableGuarantee, ProfileGuarantee
+from dpaudit.mechanisms.adapters.base import LibraryMechanism, library_version, require
 
 __all__ = ["OpacusRun", "from_opacus"]
 
@@ -59,6 +60,7 @@ _DELTA_GRID = (1e-8, 1e-5, 1e-3, 0.1)  # 1e-5, the usual audit delta, is asked a
 
 def _train(run: "OpacusRun", records: np.ndarray, seed: int) -> tuple[np.ndarray, Any]:
     """One ``make_private`` training run on ``records`` from ``seed``: (parameter after each step, engine)."""
+    # Opacus is an optional extra (dpaudit[models]); it loads in the process that trains
     import torch
     from opacus import PrivacyEngine
 
@@ -181,6 +183,7 @@ class OpacusRun(LibraryMechanism):
                                  f"[{data.records.min():g}, {data.records.max():g}]")
 
     def _sample(self, data, trials, rng, dtype):
+        # torch loads where the library is called (a worker), not with the adapter
         import torch
 
         records = np.asarray(data.records, dtype=np.float64).reshape(-1)
@@ -259,31 +262,25 @@ class OpacusRun(LibraryMechanism):
                 return delta
         return 1.0
 
-    def library_claims(self) -> list:
-        from dpaudit.mechanisms.accounting.claims import Claim, not_applicable, profile_claim
-        from dpaudit.mechanisms.accounting.profiles import gaussian_log_delta
-
+    def library_guarantees(self) -> list:
         engine, _ = self._reported
         sampling = "Poisson sampling" if self.poisson_sampling else "shuffled batches"
         citation = (f"Opacus {_version()} {self.accountant} accountant, as reported after the run "
                     f"(history {engine.accountant.history}; {sampling}; add/remove, which covers replacing a "
                     f"record by a zero record: a zero gradient adds nothing)")
-        claims = [Claim("opacus-accountant", citation, "replace-one", epsilon_fn=self.reported_epsilon,
-                        delta_fn=self.reported_delta)]
+        claims = [ProfileGuarantee("opacus-accountant", citation, "replace-one", self.reported_epsilon,
+                                   self.reported_delta, key=(id(self),))]
         name, cite = "one-participation-per-epoch", ("Gaussian mechanism composed over epochs (each record in "
                                                      "one batch per epoch); Balle & Wang 2018 Thm 8")
         if self.poisson_sampling:
-            claims.append(not_applicable(name, cite, "replace-one",
-                                         "Poisson sampling: a record can be in many batches of an epoch"))
+            claims.append(InapplicableGuarantee(name, cite, "replace-one",
+                                                "Poisson sampling: a record can be in many batches of an epoch"))
         else:
-            mu = math.sqrt(self.epochs) / self.noise_multiplier
-            claims.append(profile_claim(name, cite, "replace-one", lambda e: gaussian_log_delta(e, mu)))
+            claims.append(GaussianGuarantee(name, cite, "replace-one", math.sqrt(self.epochs) / self.noise_multiplier))
         return claims
 
 
 def _version() -> str:
-    from dpaudit.mechanisms.adapters.base import library_version
-
     return library_version("opacus")
 
 

@@ -39,46 +39,47 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.mechanisms.adapters.base import LibraryMechanism, fixed_claim, require
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
+from dpaudit.mechanisms.accounting.descriptions import (
+    FixedGuarantee,
+    InapplicableGuarantee,
+    ProfileGuarantee,
+    ZcdpGuarantee,
+)
+from dpaudit.mechanisms.adapters.base import LibraryMechanism, require
 
-__all__ = ["OpenDPMechanism", "from_opendp", "measure_claim"]
+__all__ = ["OpenDPMechanism", "from_opendp", "measure_guarantee"]
 
-_ORDERS = np.concatenate([np.linspace(1.01, 10, 200), np.geomspace(10, 10_000, 200)])
 _DATASET_DISTANCES = {"SymmetricDistance": {"add-remove": 1, "replace-one": 2},
                       "InsertDeleteDistance": {"add-remove": 1, "replace-one": 2},
                       "ChangeOneDistance": {"replace-one": 1}, "HammingDistance": {"replace-one": 1}}
 
 
-def measure_claim(name: str, citation: str, relation: str, measure: str, value: Any):
-    """A :class:`Claim` from a privacy-map value in OpenDP's ``measure`` (converted soundly)."""
-    from dpaudit.mechanisms.accounting.claims import Claim, not_applicable, rdp_claim
-
+def measure_guarantee(name: str, citation: str, relation: str, measure: str, value: Any):
+    """The guarantee a privacy-map value in OpenDP's ``measure`` states (``accounting.descriptions``)."""
     if measure == "MaxDivergence":
-        return fixed_claim(name, citation, relation, float(value), 0.0)
+        return FixedGuarantee(name, citation, relation, float(value), 0.0)
     if measure.startswith("Approximate(MaxDivergence)") or measure == "FixedSmoothedMaxDivergence":
         epsilon, delta = value
-        return fixed_claim(name, citation, relation, float(epsilon), float(delta))
+        return FixedGuarantee(name, citation, relation, float(epsilon), float(delta))
     if measure == "ZeroConcentratedDivergence":
-        rho = float(value)
-        return rdp_claim(name, citation + f" (rho={rho:g}, Canonne-Kamath-Steinke Prop. 12)", relation,
-                         _ORDERS, rho * _ORDERS)
+        return ZcdpGuarantee(name, citation, relation, float(value))
     if measure == "SmoothedMaxDivergence":
-        def epsilon_fn(delta: float) -> float:
+        def epsilon_of(delta: float) -> float:
             try:
                 return float(value.epsilon(delta))
             except Exception:  # noqa: BLE001 - OpenDP refuses deltas its profile does not reach
                 return math.inf
 
-        def delta_fn(epsilon: float) -> float:
+        def delta_of(epsilon: float) -> float:
             try:
                 return float(value.delta(epsilon))
             except Exception:  # noqa: BLE001 - outside the profile's range: nothing is claimed
                 return 1.0
 
-        return Claim(name, citation, relation, epsilon_fn=epsilon_fn, delta_fn=delta_fn)
-    return not_applicable(name, citation, relation, f"privacy measure {measure} has no conversion to "
-                                                    f"(epsilon, delta) here")
+        return ProfileGuarantee(name, citation, relation, epsilon_of, delta_of, key=(id(value),))
+    return InapplicableGuarantee(name, citation, relation,
+                                 f"privacy measure {measure} has no conversion to (epsilon, delta) here")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +139,7 @@ class OpenDPMechanism(LibraryMechanism):
                 else self._convert(values)[0]
         else:
             argument = self._convert(np.asarray(data.records, dtype=np.float64).reshape(-1))
+        # torch loads where the library is called (a worker), not with the adapter
         import torch
 
         rows = np.empty((trials, self.dim))
@@ -159,13 +161,13 @@ class OpenDPMechanism(LibraryMechanism):
                                  f"got {self.measurement.input_metric}")
         return _DATASET_DISTANCES[metric]
 
-    def library_claims(self) -> list:
+    def library_guarantees(self) -> list:
         measure = str(self.measurement.output_measure)
         claims = []
         for relation, d_in in self.distances().items():
             citation = f"OpenDP privacy map at d_in={d_in} ({self.measurement.input_metric}), {measure}"
-            claims.append(measure_claim("opendp-privacy-map", citation, relation, measure,
-                                        self.measurement.map(d_in)))
+            claims.append(measure_guarantee("opendp-privacy-map", citation, relation, measure,
+                                            self.measurement.map(d_in)))
         return claims
 
 

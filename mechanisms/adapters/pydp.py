@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.mechanisms.adapters.base import LibraryMechanism, fixed_claim, require
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
+from dpaudit.mechanisms.accounting.descriptions import FixedGuarantee, InapplicableGuarantee
+from dpaudit.mechanisms.adapters.base import LibraryMechanism, require
 
 __all__ = ["PyDPMechanism", "from_pydp"]
 
@@ -69,16 +70,15 @@ class PyDPMechanism(LibraryMechanism):
             out[trial, 0] = algorithm.quick_result(records)
         return out
 
-    def library_claims(self) -> list:
-        from dpaudit.mechanisms.accounting.claims import not_applicable
-
+    def library_guarantees(self) -> list:
         built = self.build()
         epsilon, delta = float(built.epsilon), float(built.delta)
         citation = (f"python-dp {self.algorithm.__name__}(epsilon={epsilon:g}, delta={delta:g}, bounds "
                     f"{list(self.domain)}): the library's guarantee for adding or removing one record")
-        claims = [fixed_claim("python-dp-claim", citation, relation, epsilon, delta) for relation in self.relations()]
+        claims = [FixedGuarantee("python-dp-claim", citation, relation, epsilon, delta)
+                  for relation in self.relations()]
         if "replace-one" not in self.relations():
-            claims.append(not_applicable("python-dp-claim", citation, "replace-one",
+            claims.append(InapplicableGuarantee("python-dp-claim", citation, "replace-one",
                                          "bounds of both signs: a replacement can move the result by "
                                          "upper - lower, above the add/remove sensitivity"))
         return claims

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["BUNDLED", "load_records"]
 
@@ -25,6 +25,7 @@ BUNDLED = {"breast_cancer": "load_breast_cancer", "digits": "load_digits", "iris
 
 def _bundled(name: str) -> tuple[np.ndarray, np.ndarray]:
     try:
+        # scikit-learn is an optional extra (dpaudit[models]), loaded with its data sets
         import sklearn.datasets
     except ImportError:
         raise ParameterError(f"data={name!r} is bundled with scikit-learn: pip install 'dpaudit[models]'") from None

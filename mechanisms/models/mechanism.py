@@ -8,20 +8,29 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import math
 
 import numpy as np
 import torch
 
-from dpaudit.mechanisms.base import Mechanism, param, register
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.kinds import SHUFFLED, Relation
+from dpaudit.core.validation import check_choice, check_int, check_real
+from dpaudit.mechanisms.accounting.builders.model import surrogate_laws
+from dpaudit.mechanisms.accounting.descriptions import (
+    ClippedGradientTraining,
+    MultiEpochNoisySgd,
+    ProjectedNoisySgd,
+)
+from dpaudit.mechanisms.base import Mechanism, param
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import SHUFFLED, Relation
-from dpaudit.mechanisms.models.data import load_records
 from dpaudit.mechanisms.iterative import clip_to_norm
+from dpaudit.mechanisms.models.data import load_records
 from dpaudit.mechanisms.models.networks import MODELS, Stacked, build_model, per_example_gradients
-from dpaudit.mechanisms.models.training import Schedule, train, train_pnsgd
-from dpaudit.mechanisms.validation import check_choice, check_int, check_real
+from dpaudit.mechanisms.models.training import BLOCK_ELEMENTS, Schedule, train, train_pnsgd
+from dpaudit.mechanisms.registry import register
+from dpaudit.mechanisms.sgd import PNSGD, MultiEpochPNSGD
 
 __all__ = ["ModelTraining"]
 
@@ -134,8 +143,6 @@ class ModelTraining(Mechanism):
     @property
     def params(self) -> dict:
         """JSON-friendly parameters: a factory by its name, an array by its shape and digest."""
-        import hashlib
-
         values = super().params
         if callable(self.model):
             values["model"] = getattr(self.model, "__qualname__", type(self.model).__name__)
@@ -224,9 +231,7 @@ class ModelTraining(Mechanism):
         """The last-iterate linear-loss surrogate at this training's parameters (final parameters only)."""
         if self.output != "final":
             return None
-        from dpaudit.mechanisms.accounting.builders.model import surrogate_laws
-
-        return surrogate_laws(self)
+        return surrogate_laws(self.privacy_description)
 
     @property
     def initial_parameters(self) -> np.ndarray:
@@ -264,8 +269,6 @@ class ModelTraining(Mechanism):
         under ``S'``: the difference of the two records' gradients at the public
         initial parameters (steps subtract gradients).
         """
-        from dpaudit.mechanisms.models.networks import per_example_gradients
-
         if reset:
             raise ParameterError("canary kind 'reset' is not defined for mechanism 'model'")
         features = np.asarray(u, dtype=float)[: self.record_dim - 1].copy()
@@ -284,6 +287,7 @@ class ModelTraining(Mechanism):
     def record_score(self, outputs: np.ndarray, record: np.ndarray, name: str) -> np.ndarray:
         """The loss (``"canary-loss"``) or logit margin (``"logit-margin"``) of ``record`` under each trial's
         parameters ``outputs`` ``(trials, P)``, in one batched evaluation."""
+        # torch.func loads torch's compiler stack (seconds): only the record scores need it
         from torch.func import functional_call, vmap
 
         stacked = Stacked(self._template)
@@ -310,19 +314,20 @@ class ModelTraining(Mechanism):
         return float(self.clip), 1.0  # a gradient of norm C; steps subtract it: larger along u under S'
 
     def working_bytes(self, trials: int) -> int:
-        from dpaudit.mechanisms.models.training import BLOCK_ELEMENTS
-
         return super().working_bytes(trials) + BLOCK_ELEMENTS * 8 * 4
 
-    def _claims(self, index: int | None) -> list:
-        from dpaudit.mechanisms.accounting.builders.model import model_claims, pnsgd_model_claims
+    @property
+    def privacy_description(self) -> ClippedGradientTraining:
+        """The training as the accountants see it; for ``algorithm="pnsgd"`` with the ``pnsgd`` description
+        whose bounds are this training's where they apply (:meth:`_iteration`)."""
+        iteration, reason = self._iteration() if self.algorithm == "pnsgd" else (None, "")
+        return ClippedGradientTraining(self.algorithm, self.n_records, self.batch_size, self.steps, self.epochs,
+                             self.noise_multiplier, self.sampling, self.output, self.convex, repr(self.model),
+                             self.model_label, iteration, reason)
 
-        if self.algorithm == "pnsgd":
-            return pnsgd_model_claims(self, self._iteration_proxy(), index)
-        return model_claims(self)
-
-    def _iteration_proxy(self) -> tuple[Mechanism | None, str]:
-        """The ``pnsgd`` sampler whose claims are this training's, or ``None`` and why they do not apply.
+    def _iteration(self) -> tuple[ProjectedNoisySgd | MultiEpochNoisySgd | None, str]:
+        """The description of the ``pnsgd`` whose claims are this training's, or ``None`` and why they do not
+        apply.
 
         The amplification-by-iteration bounds hold for steps of a convex,
         L-Lipschitz, beta-smooth loss with eta <= 2 / beta, projected onto a
@@ -332,8 +337,6 @@ class ModelTraining(Mechanism):
         gradient step on that loss, exactly the setting of a ``pnsgd`` of the
         same n, epochs, eta, noise and Lipschitz constant C.
         """
-        from dpaudit.mechanisms.sgd import PNSGD, MultiEpochPNSGD
-
         if self.output == "iterates":
             return None, "every iterate is released: amplification by iteration needs hidden intermediate iterates"
         if not self.convex:
@@ -349,8 +352,8 @@ class ModelTraining(Mechanism):
         params = dict(n=self.n_records, dim=self.output_dim, eta=self.eta, sigma=self.noise_multiplier * self.clip,
                       domain="ball", radius=self.radius, loss="linear", lipschitz=self.clip)
         if self.epochs > 1:
-            return MultiEpochPNSGD(epochs=self.epochs, **params), ""
-        return PNSGD(**params), ""
+            return MultiEpochPNSGD(epochs=self.epochs, **params).privacy_description, ""
+        return PNSGD(**params).privacy_description, ""
 
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator, dtype: torch.dtype) -> torch.Tensor:
         stacked = Stacked(self._template, device=self.device)  # built in the mechanism's dtype, copied by Stacked

@@ -25,11 +25,11 @@ import warnings
 
 import numpy as np
 import torch
-
 from torch import nn
 
-from dpaudit.mechanisms.kinds import SHUFFLED
+from dpaudit.core.kinds import SHUFFLED
 from dpaudit.mechanisms.lssgd import laplacian_smooth
+from dpaudit.mechanisms.models.device import train_on_device
 from dpaudit.mechanisms.models.networks import Stacked, per_example_gradients
 from dpaudit.mechanisms.models.progress import training_bar
 
@@ -291,7 +291,6 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
     n = features.shape[0]
     injected = Injected(injected, n, stacked.size, records.dtype, records.device)
     if records.device.type == "cuda":  # every step on the device (device.py)
-        from dpaudit.mechanisms.models.device import train_on_device
 
         return train_on_device(stacked, records, injected, schedule, trials, rng, iterates=iterates)
     if stacked.linear:  # logits of every record: (trials, classes, n) per step

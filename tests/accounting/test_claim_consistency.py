@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from dpaudit import mechanisms
+from dpaudit.core.errors import ParameterError
 
 DELTAS = (1e-8, 1e-5, 1e-3, 0.05)
 
@@ -57,7 +58,7 @@ def _cases():
             params = _parameters(name, rng)
             try:
                 mech = mechanisms.make(name, **params)
-            except mechanisms.ParameterError:
+            except ParameterError:
                 continue  # an invalid combination: nothing to check
             yield pytest.param(mech, id=f"{name}-{zlib.crc32(repr(sorted(params.items())).encode())}")
     for n in (10, 50, 200, 2000):  # the shuffle theorem's range of validity, on both sides of its edge

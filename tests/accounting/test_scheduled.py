@@ -9,6 +9,7 @@ import pytest
 
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
+from dpaudit.mechanisms.accounting.builders import pair_claims_for
 from dpaudit.mechanisms.accounting.instances import exact_epsilon
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 from dpaudit.mechanisms.accounting.scheduled import best_shifts, equivalent_mu, step_differences
@@ -23,7 +24,8 @@ def _pair(every=None, steps=None, **params):
 
 def _claims(mech, pair):
     usual = mech.claims()
-    return {claim.name: claim for claim in mech.pair_claims(pair.dataset_a, pair.dataset_b, str(pair.relation), usual)}
+    return {claim.name: claim for claim in pair_claims_for(mech.privacy_description, pair.dataset_a, pair.dataset_b,
+                                                           str(pair.relation), usual)}
 
 
 def test_every_5_is_the_gaussian_closed_form_and_below_every_iterate():
@@ -76,7 +78,7 @@ def test_amplification_is_never_below_the_exact_value_of_a_linear_loss():
         exact = exact_epsilon(mech, pair.dataset_a, pair.dataset_b, DELTA)
         assert exact <= _claims(mech, pair)["scheduled-amplification"].epsilon(DELTA) + 1e-9
     mech, pair = _pair(steps=[1])
-    differences = np.linalg.norm(step_differences(mech, pair.dataset_a, pair.dataset_b), axis=1)
+    differences = np.linalg.norm(step_differences(mech.privacy_description, pair.dataset_a, pair.dataset_b), axis=1)
     assert abs(equivalent_mu(differences, 0.1581) - 1 / (15.81 * math.sqrt(250))) < 1e-12
 
 

@@ -10,8 +10,8 @@ import pytest
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
 from dpaudit.attacks.scores import fit_score
-from dpaudit.audit.jobs.api import audit
-from dpaudit.mechanisms import ParameterError
+from dpaudit.auditing.checks.api import audit
+from dpaudit.core.errors import ParameterError
 
 
 @pytest.mark.parametrize("name, params, kind", [

@@ -9,8 +9,8 @@ import pytest
 
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.mechanisms import ParameterError
-from dpaudit.mechanisms.kinds import Relation
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.kinds import Relation
 
 
 def _digest(array: np.ndarray) -> str:

@@ -9,7 +9,7 @@ from scipy.stats import ks_2samp
 
 import dpaudit
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.mechanisms import ParameterError
+from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.models.networks import Stacked, build_model, per_example_gradients
 from dpaudit.mechanisms.models.training import Injected, Schedule, linear_clipped_sum, membership
 from tests.helpers import sample_threaded_and_serial

@@ -7,7 +7,7 @@ import pytest
 
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.mechanisms import ParameterError
+from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.dataset import Dataset
 
 SOURCE = '''

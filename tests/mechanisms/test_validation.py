@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from dpaudit import mechanisms
-from dpaudit.mechanisms import Dataset, ParameterError, make
-from dpaudit.mechanisms.base import register
+from dpaudit.core.errors import ParameterError
+from dpaudit.mechanisms import Dataset, make
+from dpaudit.mechanisms.registry import register
 
 
 @pytest.mark.parametrize("name, params, message", [

@@ -43,15 +43,18 @@ def test_wheel_has_one_top_level_package(tmp_path):
     tops = {name.split("/")[0] for name in names}
     assert {top for top in tops if not top.endswith(".dist-info")} == {"dpaudit"}
     for expected in ("dpaudit/py.typed", "dpaudit/mechanisms/base.py", "dpaudit/attacks/canaries.py",
-                     "dpaudit/audit/jobs/runner.py", "dpaudit/reports/templates/report.html.j2",
-                     "dpaudit/mechanisms/accounting/builders/sgd.py", "dpaudit/audit/checks/zoo/broken.py",
+                     "dpaudit/auditing/jobs/runner.py", "dpaudit/core/errors.py",
+                     "dpaudit/reports/templates/report.html.j2", "dpaudit/mechanisms/accounting/builders/sgd.py",
+                     "dpaudit/auditing/checks/zoo/broken.py",
                      "dpaudit/commands/run.py", "dpaudit/gallery/per_index/kernel_reset.toml"):
         assert expected in names, expected
-    # every source folder with an __init__.py ships as a subpackage
+    # every source folder with an __init__.py ships as a subpackage (audit/ as dpaudit/auditing/)
+    installed = {"mechanisms": "mechanisms", "attacks": "attacks", "audit": "auditing", "reports": "reports"}
     for init in ROOT.glob("*/**/__init__.py"):
         folder = init.parent.relative_to(ROOT)
-        if folder.parts[0] in ("mechanisms", "attacks", "audit", "reports"):
-            assert f"dpaudit/{folder.as_posix()}/__init__.py" in names, folder
+        if folder.parts[0] in installed:
+            path = "/".join((installed[folder.parts[0]], *folder.parts[1:]))
+            assert f"dpaudit/{path}/__init__.py" in names, folder
     assert any(name.endswith("licenses/LICENSE") for name in names)
 
 

@@ -1,4 +1,4 @@
-"""No import circle between the package's modules, and every old import path of audit/ still works and warns.
+"""No import circle between the package's modules, and the package front stays callable and light.
 
 The walk reads every ``import`` of every module (AST, imports inside functions
 included; ``if TYPE_CHECKING:`` blocks excluded, they never run) and looks for a
@@ -12,14 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from dpaudit.audit._moved import MOVED
 from tests.package.test_layers import ROOT
 
 #: Import package -> source folder (the package-dir mapping of pyproject.toml).
 PACKAGES = {"dpaudit": ROOT / "dpaudit", "dpaudit.mechanisms": ROOT / "mechanisms", "dpaudit.attacks": ROOT / "attacks",
-            "dpaudit.audit": ROOT / "audit", "dpaudit.reports": ROOT / "reports"}
+            "dpaudit.auditing": ROOT / "audit", "dpaudit.reports": ROOT / "reports"}
 
 
 def package_modules() -> dict[str, Path]:
@@ -118,7 +115,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_circle_in_the_package():
     graph = import_graph()
-    assert len(graph) > 100 and "dpaudit.audit.jobs.runner" in graph  # the walk saw the package
+    assert len(graph) > 100 and "dpaudit.auditing.jobs.runner" in graph  # the walk saw the package
     assert circles(graph) == []
 
 
@@ -138,71 +135,15 @@ def test_the_walk_sees_a_circle_through_a_function_level_import(tmp_path):
     assert circles({"x": {"y"}, "y": set()}) == []
 
 
-def test_every_moved_module_exists_at_its_new_path():
-    modules = package_modules()
-    assert set(MOVED.values()) <= set(modules)
-    # an old path that is a file again would never run: the finder answers for that name first
-    assert not set(MOVED) & set(modules)
-    assert {"dpaudit.audit.statistics", "dpaudit.audit.jobs", "dpaudit.audit.checks"} <= set(modules)
-
-
-_OLD_PATHS = (
-    "import warnings, importlib, sys\n"
-    "from dpaudit.audit._moved import MOVED\n"
-    "for old, new in sorted(MOVED.items()):\n"
-    "    with warnings.catch_warnings(record=True) as caught:\n"
-    "        warnings.simplefilter('always')\n"
-    "        module = importlib.import_module(old)\n"
-    "    assert module is importlib.import_module(new) and module.__name__ == new, old\n"
-    "    assert module.__spec__.name == new, (old, module.__spec__.name)\n"
-    "    messages = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]\n"
-    "    assert any(old in m and new in m for m in messages), (old, messages)\n"
-    "print('ok', len(MOVED))\n"
-)
-
-
-def test_every_old_import_path_works_and_warns():
-    """Each old path gives the new module object itself, after a DeprecationWarning naming the new path."""
-    # a fresh interpreter: in this one the old names may already be imported (and warn no more)
-    result = subprocess.run([sys.executable, "-c", _OLD_PATHS], capture_output=True, text=True, cwd=ROOT.parent)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["ok", str(len(MOVED))]
-
-
-@pytest.mark.parametrize("statement, name", [
-    ("from dpaudit.audit import config", "config"),
-    ("import dpaudit.audit; dpaudit.audit.verdict", "verdict"),
-    ("from dpaudit.audit.zoo import VARIANTS", "zoo"),
-    ("from dpaudit.audit.estimators import plan_epsilon", "estimators"),
-])
-def test_old_spellings_warn_and_name_the_new_path(statement, name):
-    code = (f"import warnings\nwarnings.simplefilter('error', DeprecationWarning)\ntry:\n    {statement}\n"
-            "except DeprecationWarning as w:\n    print(w)\nelse:\n    print('no warning')\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT.parent)
-    assert result.returncode == 0, result.stderr
-    old = f"dpaudit.audit.{name}"
-    assert result.stdout.strip() == f"{old} has moved to {MOVED[old]}; import it from there"
-
-
-def test_patching_an_old_path_patches_the_module_in_use():
-    import warnings
-    from unittest import mock
-
-    import dpaudit.audit.jobs.store as store
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # the warning itself is tested above
-        with mock.patch("dpaudit.audit.store.MEMORY", "patched"):
-            assert store.MEMORY == "patched"
-    assert store.MEMORY == ":memory:"
-
-
-def test_the_package_stays_callable_and_light():
-    code = ("import sys, dpaudit, dpaudit.audit\n"
-            "assert callable(dpaudit.audit) and 'torch' not in sys.modules\n"
-            "from dpaudit.audit import assert_private, PrivacyViolation\n"
-            "from dpaudit.audit.jobs.api import audit\n"
-            "assert assert_private.__module__ == 'dpaudit.audit.checks.regression'\n")
+def test_dpaudit_audit_is_the_function_whatever_is_imported():
+    """``audit/`` installs as ``dpaudit.auditing``: importing any of its modules never rebinds ``dpaudit.audit``."""
+    code = ("import sys, dpaudit, dpaudit.auditing\n"
+            "assert 'torch' not in sys.modules\n"
+            "from dpaudit.auditing.checks.api import audit\n"
+            "import dpaudit.auditing.jobs.runner\n"
+            "assert dpaudit.audit is audit and callable(dpaudit.audit)\n"
+            "from dpaudit import assert_private, PrivacyViolation\n"
+            "assert assert_private.__module__ == 'dpaudit.auditing.checks.regression'\n")
     result = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True,
                             text=True, cwd=ROOT.parent)
     assert result.returncode == 0, result.stderr

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from dpaudit.audit.statistics.one_run_fdp import fdp_rejects, guess_grid, one_run_audit
+from dpaudit.auditing.statistics.one_run_fdp import fdp_rejects, guess_grid, one_run_audit
 from dpaudit.cli import main
-from dpaudit.mechanisms import ParameterError
+from dpaudit.core.errors import ParameterError
 
 
 def _game(seed: int, canaries: int, shift: float):

@@ -12,15 +12,16 @@ import math
 import numpy as np
 import torch
 
+from dpaudit.core.errors import NotExact
 from dpaudit.mechanisms import noise
 from dpaudit.mechanisms.base import param
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import NotExact
 from dpaudit.mechanisms.iterative import injected_rows
 from dpaudit.mechanisms.kernels import ProjectedKernel
-from dpaudit.mechanisms.losses import _clip_rows
+from dpaudit.mechanisms.losses import clip_rows
 from dpaudit.mechanisms.sgd import PNSGD
 from dpaudit.mechanisms.shuffle import ShuffledRR
+
 
 class _Bug:
     """Mixin: a buggy variant has no exact accountant (its parent's steps are not what it samples)."""
@@ -44,7 +45,7 @@ class NoiselessLastStepKernel(_Bug, ProjectedKernel):
         x = (ProjectedKernel._sample(noisy, Dataset(data.records[:-1], {k: v for k, v in data.injected.items()
                                                                          if k < self.n}), trials, rng, dtype)
              if noisy is not None else self.start(trials, dtype))
-        shift = _clip_rows(torch.as_tensor(data.records[-1, : self.dim], dtype=dtype), self.shift)
+        shift = clip_rows(torch.as_tensor(data.records[-1, : self.dim], dtype=dtype), self.shift)
         return self.domain_set.project(x + shift)
 
 

@@ -36,7 +36,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dpaudit.audit.checks.zoo.variants import DELTA, Variant
+from dpaudit.auditing.checks.zoo.variants import DELTA, Variant
+from dpaudit.auditing.statistics.ceiling import gaussian_ceiling
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon, laplace_epsilon
 from dpaudit.mechanisms.base import RELEASE_GRID, snap
 from dpaudit.mechanisms.wrapped import from_batched_callable
@@ -74,6 +75,7 @@ def analytic_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> fl
     ``1e-7``). The search returns the end of its last bracket that meets ``delta``, so the sigma is
     never below the exact one.
     """
+    # dp-accounting (about a second to import) loads for the PLD reference only
     from dp_accounting.pld import common
     from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
 
@@ -149,8 +151,6 @@ def _pair(name, description, builder, claimed, true_buggy, true_correct, *, scor
 
 
 def _classical_ceiling(trials: int) -> float:
-    from dpaudit.audit.statistics.ceiling import gaussian_ceiling
-
     return gaussian_ceiling(1 / classical_sigma(**CLASSICAL), trials=trials, delta=DELTA)
 
 

@@ -6,7 +6,7 @@ not answered after the cutoff) and integrates over ``rho`` on fine cells.
 SVT3 and numerical SVT also release noisy answers; their laws add cells of
 those values (SVT3, whose values depend on ``rho``) or of their likelihood
 ratio (numerical SVT, whose released answers carry fresh noise).
-The laws are :class:`~dpaudit.audit.checks.zoo.blackbox_laws.OutputLaw`
+The laws are :class:`~dpaudit.auditing.checks.zoo.blackbox_laws.OutputLaw`
 objects, with their true epsilon and ceiling.
 
 References
@@ -24,10 +24,16 @@ import itertools
 
 import numpy as np
 
-from dpaudit.audit.checks.zoo.blackbox_laws import (OutputLaw, grid_edges, laplace_between, laplace_shift_law,
-                                                    noise_cdf, product_law)
+from dpaudit.auditing.checks.zoo.blackbox_laws import (
+    OutputLaw,
+    grid_edges,
+    laplace_between,
+    laplace_shift_law,
+    noise_cdf,
+    product_law,
+)
 
-__all__ = ["numerical_svt_law", "svt_law", "svt_values_law", "svt34_law"]
+__all__ = ["comparison_law", "numerical_svt_law", "svt_law", "svt_values_law", "svt34_law"]
 
 
 def _svt_outcomes(n: int, cutoff: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -86,7 +92,17 @@ def svt_law(answers_a: np.ndarray, answers_b: np.ndarray, *, variant: int, epsil
     eps2 = epsilon - eps1
     rho_scale = cutoff / eps1 if variant == 2 else 1 / eps1
     query_scale = {1: 2 * cutoff / eps2, 2: 2 * cutoff / eps2, 4: 1 / eps2, 5: None, 6: 1 / eps2}[variant]
-    above, below = _svt_outcomes(answers_a.size, None if variant in (5, 6) else cutoff)
+    return comparison_law(answers_a, answers_b, threshold=threshold, rho_scale=rho_scale, query_scale=query_scale,
+                          cutoff=None if variant in (5, 6) else cutoff, step=step)
+
+
+def comparison_law(answers_a: np.ndarray, answers_b: np.ndarray, *, threshold: float, rho_scale: float,
+                   query_scale: float | None, cutoff: int | None, step: float = 0.25) -> OutputLaw:
+    """Every answer vector of the comparisons ``q_j + Lap(query_scale) >= threshold + Lap(rho_scale)`` (one
+    threshold draw for all), stopping after ``cutoff`` answers above (``None``: never), integrated over the
+    threshold noise on cells of width ``step``: the law under every SVT variant's booleans. Outcomes are the
+    rows of :func:`_svt_outcomes`, in its order, for both datasets."""
+    above, below = _svt_outcomes(answers_a.size, cutoff)
     masses = _pattern_masses((answers_a, answers_b), above, below, threshold=threshold, rho_scale=rho_scale,
                              query_scale=query_scale, step=step)
     return OutputLaw(masses[0], masses[1], f"enumerated, integrated over rho (cells of {step:g})")
@@ -140,7 +156,7 @@ def numerical_svt_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon: 
     ``q_j + Lap(3c/eps)``, drawn independently of the comparisons. So an outcome is an answer vector
     ``v`` (:func:`svt_law`'s integral with these scales) and, given ``v``, the released answers at its
     queries above, whose likelihood ratio is that of a sum of Laplace shifts
-    (:func:`~dpaudit.audit.checks.zoo.blackbox_laws.laplace_shift_law`): the outcomes are the pairs
+    (:func:`~dpaudit.auditing.checks.zoo.blackbox_laws.laplace_shift_law`): the outcomes are the pairs
     (answer vector, cell of that sum), of probability the product.
     """
     query_scale, value_scale = 6.0 * cutoff / epsilon, 3.0 * cutoff / epsilon

@@ -16,8 +16,8 @@ from collections.abc import Callable
 import numpy as np
 
 from dpaudit import mechanisms
-from dpaudit.audit.checks.zoo import broken
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
+from dpaudit.auditing.checks.zoo import broken
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon, laplace_epsilon
 
@@ -154,7 +154,7 @@ VARIANTS: list[Variant] = [
             float(gaussian_epsilon(1e-3, 1 / math.sqrt(2))), float(gaussian_epsilon(1e-3, 1.0)),
             trials=1_000_000, delta=1e-3),
     # true epsilons from the exact accountant (instances.exact_epsilon, 4096 cells; checked in
-    # tests/audit/test_zoo.py): the fixed stop leaks 1.394, the random stop 0.013, and the
+    # tests/audit/checks/test_zoo.py): the fixed stop leaks 1.394, the random stop 0.013, and the
     # claim is 4.50. The bug costs a factor 100 over the correct mechanism but stays below the
     # claim, so no audit can flag it on this instance; it is in the zoo to show that limit.
     *_twins("stop-pnsgd-fixed-stop", "Stop-PNSGD claim with a stopping time that is always n", _stop,

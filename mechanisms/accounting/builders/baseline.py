@@ -1,4 +1,4 @@
-"""Claims of the Gaussian, Laplace and shuffled randomized-response mechanisms."""
+"""Claims of a noisy query (Gaussian, Laplace) and of shuffled randomized response, from their descriptions."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import math
 
 import numpy as np
 
+from dpaudit.mechanisms.accounting.builders.builder import ClaimBuilder
 from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, not_applicable, profile_claim
+from dpaudit.mechanisms.accounting.descriptions import NoisyQuery, ShuffledRandomizedResponse
 from dpaudit.mechanisms.accounting.profiles import gaussian_log_delta, laplace_delta, laplace_epsilon
 from dpaudit.mechanisms.accounting.shuffle_exact import (
     MAX_USERS,
@@ -21,23 +23,20 @@ BALLE_WANG = "Balle & Wang 2018, Thm 8 (exact Gaussian profile)"
 LAPLACE = "Laplace profile [1 - exp((eps - eps0)/2)]_+ (docs/theory.md 2.1, derived)"
 
 
-def gaussian_claims(mech, index):
+def noisy_query_claims(query: NoisyQuery, index: int | None) -> list[Claim]:
+    """The exact profile of a query plus Gaussian or Laplace noise, for each relation it states a sensitivity
+    for."""
     claims = []
-    for relation, factor in (("add-remove", 1.0), ("replace-one", 2.0)):
-        mu = factor * mech.sensitivity / mech.sigma
-        claims.append(profile_claim("gaussian-exact", BALLE_WANG, relation,
-                                    lambda e, mu=mu: gaussian_log_delta(e, mu)))
-    return claims
-
-
-def laplace_claims(mech, index):
-    claims = []
-    for relation, factor in (("add-remove", 1.0), ("replace-one", 2.0)):
-        # L1 sensitivity over scale, summed over coordinates by the L1 clipping
-        eps0 = factor * mech.sensitivity / mech.scale
-        claims.append(Claim("laplace-exact", LAPLACE, relation,
-                            epsilon_fn=lambda d, e0=eps0: float(laplace_epsilon(d, e0)),
-                            delta_fn=lambda e, e0=eps0: float(laplace_delta(e, e0))))
+    for relation, sensitivity in query.sensitivities:
+        if query.noise == "gaussian":
+            mu = sensitivity / query.spread
+            claims.append(profile_claim("gaussian-exact", BALLE_WANG, relation,
+                                        lambda e, mu=mu: gaussian_log_delta(e, mu)))
+        else:  # L1 sensitivity over scale (the L1 norm adds the coordinates' shifts)
+            eps0 = sensitivity / query.spread
+            claims.append(Claim("laplace-exact", LAPLACE, relation,
+                                epsilon_fn=lambda d, e0=eps0: float(laplace_epsilon(d, e0)),
+                                delta_fn=lambda e, e0=eps0: float(laplace_delta(e, e0))))
     return claims
 
 
@@ -51,7 +50,7 @@ def _rr_log_delta(epsilon0: float):
     return log_delta
 
 
-def shuffled_rr_claims(mech, index):
+def shuffled_rr_claims(mech: ShuffledRandomizedResponse, index: int | None) -> list[Claim]:
     local = profile_claim(
         "local-randomized-response",
         "randomized response profile; the shuffle is post-processing of the reports",
@@ -92,7 +91,7 @@ def shuffled_rr_claims(mech, index):
     return [local, shuffle, clones, _shuffled_rr_exact(mech)]
 
 
-def _shuffled_rr_exact(mech) -> Claim:
+def _shuffled_rr_exact(mech: ShuffledRandomizedResponse) -> Claim:
     """The mechanism's exact profile: the count of ones enumerated, worst case over the other users' bits."""
     name = "shuffled-rr-exact"
     citation = "count of ones enumerated, worst case over the other users' bits (docs/theory.md 2.7)"
@@ -103,3 +102,10 @@ def _shuffled_rr_exact(mech) -> Claim:
                  epsilon_fn=lambda d: shuffled_rr_epsilon(d, n=mech.n, epsilon0=mech.epsilon0),
                  delta_fn=lambda e: shuffled_rr_delta(e, n=mech.n, epsilon0=mech.epsilon0))
 
+
+
+BUILDERS = (
+    ClaimBuilder("noisy-query", (NoisyQuery,), noisy_query_claims, per_index=False),
+    ClaimBuilder("shuffled-randomized-response", (ShuffledRandomizedResponse,), shuffled_rr_claims,
+                 per_index=False),
+)

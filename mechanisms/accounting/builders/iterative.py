@@ -12,12 +12,14 @@ import numpy as np
 
 from dpaudit.mechanisms.accounting import contraction as egamma
 from dpaudit.mechanisms.accounting import iteration
+from dpaudit.mechanisms.accounting.builders.builder import ClaimBuilder
 from dpaudit.mechanisms.accounting.claims import (
     Claim,
     not_applicable,
     profile_claim,
     rdp_claim,
 )
+from dpaudit.mechanisms.accounting.descriptions import MultiEpochNoisySgd, ProjectedNoisySgd
 from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS
 
 REPLACE = "replace-one"
@@ -40,15 +42,15 @@ class Assumptions:
     """The constants and assumption checks shared by the PNSGD claims."""
 
     def __init__(self, mech) -> None:
-        loss = mech.loss_function
+        loss = mech.loss
         self.mech = mech
         self.L = loss.lipschitz
         self.beta = loss.smoothness
         self.lam = loss.strong_convexity
-        self.diameter = mech.domain_set.diameter(mech.dim)
+        self.diameter = mech.region.diameter
         self.smooth = self.beta == 0 or mech.eta <= 2 / self.beta + 1e-15
         self.lipschitz_reason = "" if math.isfinite(self.L) else (
-            f"the {loss.name} loss is not Lipschitz on K (domain={mech.domain!r})")
+            f"the {loss.name} loss is not Lipschitz on K (domain={mech.region.kind!r})")
         self.smooth_reason = "" if self.smooth else (
             f"eta > 2/beta: the gradient step is not 1-Lipschitz (eta={mech.eta}, beta={self.beta:.6g})")
         self.gaussian_reason = "" if mech.noise == "gaussian" else (
@@ -60,14 +62,14 @@ class Assumptions:
     @property
     def psi_ratio(self) -> float:
         """Shift of the canary's step over its noise std: ``2 eta L / (eta sigma)``."""
-        return 2 * self.L / self.mech.sigma
+        return 2 * self.L / self.mech.spread
 
     @property
     def diameter_ratio(self) -> float:
         """``D_j / sigma_j`` with ``D_j = diam(K)`` (smooth) or ``diam(K) + 2 eta L`` (Asoodeh Thm 4)."""
         m = self.mech
         diameter = self.diameter if self.smooth else self.diameter + 2 * m.eta * self.L
-        return diameter / (m.eta * m.sigma)
+        return diameter / (m.eta * m.spread)
 
 
 #: Claims that compose the canary's own steps and need no contraction: they hold for any loss.
@@ -78,9 +80,9 @@ def without_contraction(mech, claims: list[Claim]) -> list[Claim]:
     """For a loss that is not (known to be) convex, every claim but :data:`COMPOSITION_CLAIMS` marked not
     applicable with the reason: amplification by iteration and E_gamma contraction need contractive steps
     (docs/theory.md 10.4)."""
-    loss = mech.loss_function
-    if loss.function is not None:
-        reason = f"loss={mech.loss!r} is a loss of your own, not known to be convex and smooth (steps may expand)"
+    loss = mech.loss
+    if loss.own:
+        reason = f"loss={mech.loss.label!r} is a loss of your own, not known to be convex and smooth (steps may expand)"
     elif loss.strong_convexity < 0:
         reason = (f"the {loss.name} loss is not convex: each step multiplies w by 1 + eta beta = "
                   f"{1 + mech.eta * loss.smoothness:.6g} > 1, so steps expand and the contraction the bound "
@@ -91,7 +93,8 @@ def without_contraction(mech, claims: list[Claim]) -> list[Claim]:
             else not_applicable(claim.name, claim.citation, claim.relation, reason, claim.index) for claim in claims]
 
 
-def pnsgd_claims(mech, index):
+def pnsgd_claims(mech: ProjectedNoisySgd, index: int | None) -> list[Claim]:
+    """Per-index claims of one pass of PNSGD (``index=None``: the last position)."""
     return without_contraction(mech, _pnsgd_claims(mech, index))
 
 
@@ -108,7 +111,7 @@ def _pnsgd_claims(mech, index):
         if reason:
             claims.append(not_applicable(name, cite, REPLACE, reason, t))
         else:
-            rdp = iteration.pnsgd_index_rdp(DEFAULT_ORDERS, n=mech.n, index=t, lipschitz=a.L, sigma=mech.sigma)
+            rdp = iteration.pnsgd_index_rdp(DEFAULT_ORDERS, n=mech.n, index=t, lipschitz=a.L, sigma=mech.spread)
             claims.append(rdp_claim(name, cite, REPLACE, DEFAULT_ORDERS, rdp, t))
         claims.append(_strongly_convex(mech, a, t))
         if base_reason:
@@ -125,14 +128,14 @@ def _pnsgd_claims(mech, index):
         claims.append(not_applicable("local-rdp", LEMMA27, REPLACE, base_reason))
     else:
         claims.append(rdp_claim("local-rdp", LEMMA27, REPLACE, DEFAULT_ORDERS,
-                                iteration.local_rdp(DEFAULT_ORDERS, lipschitz=a.L, sigma=mech.sigma)))
+                                iteration.local_rdp(DEFAULT_ORDERS, lipschitz=a.L, sigma=mech.spread)))
     return claims
 
 
 def _strongly_convex(mech, a: Assumptions, t: int) -> Claim:
     name = "pabi-rdp-strongly-convex"
     if a.lam <= 0:
-        return not_applicable(name, STRONG, REPLACE, f"the {mech.loss} loss is not strongly convex", t)
+        return not_applicable(name, STRONG, REPLACE, f"the {mech.loss.label} loss is not strongly convex", t)
     if mech.eta > 2 / (a.beta + a.lam) + 1e-15:
         return not_applicable(name, STRONG, REPLACE,
                               f"eta > 2/(beta + lambda) (eta={mech.eta}, beta={a.beta}, lambda={a.lam})", t)
@@ -140,7 +143,7 @@ def _strongly_convex(mech, a: Assumptions, t: int) -> Claim:
         return not_applicable(name, STRONG, REPLACE, a.lipschitz_reason, t)
     c = iteration.contraction_factor(eta=mech.eta, smoothness=a.beta, strong_convexity=a.lam)
     rdp = iteration.strongly_convex_index_rdp(DEFAULT_ORDERS, n=mech.n, index=t, lipschitz=a.L,
-                                              sigma=mech.sigma, contraction=c)
+                                              sigma=mech.spread, contraction=c)
     return rdp_claim(name, STRONG, REPLACE, DEFAULT_ORDERS, rdp, t)
 
 
@@ -150,15 +153,15 @@ def _stop_claims(mech, a: Assumptions) -> list[Claim]:
     if reason:
         claims.append(not_applicable("stop-rdp", THM26, REPLACE, reason))
     else:
-        alpha_max = iteration.stop_pnsgd_max_order(lipschitz=a.L, sigma=mech.sigma)
+        alpha_max = iteration.stop_pnsgd_max_order(lipschitz=a.L, sigma=mech.spread)
         orders = DEFAULT_ORDERS[DEFAULT_ORDERS <= alpha_max]
         if orders.size == 0:
             claims.append(not_applicable(
                 "stop-rdp", THM26, REPLACE,
                 f"sigma < L sqrt(2 (alpha - 1) alpha) for every order alpha > 1 "
-                f"(alpha* = {alpha_max:.4g}, sigma={mech.sigma}, L={a.L})"))
+                f"(alpha* = {alpha_max:.4g}, sigma={mech.spread}, L={a.L})"))
         else:
-            rdp = iteration.stop_pnsgd_rdp(orders, n=mech.n, lipschitz=a.L, sigma=mech.sigma)
+            rdp = iteration.stop_pnsgd_rdp(orders, n=mech.n, lipschitz=a.L, sigma=mech.spread)
             claims.append(rdp_claim("stop-rdp", THM26, REPLACE, orders, rdp))
     if a.lipschitz_reason:
         claims.append(not_applicable("contraction-stopped", THM5, REPLACE, a.lipschitz_reason))
@@ -173,9 +176,9 @@ def _stop_claims(mech, a: Assumptions) -> list[Claim]:
 def _laplace_claims(mech, a: Assumptions, t: int) -> list[Claim]:
     name = "contraction-laplace"
     reasons = [a.lipschitz_reason]
-    if mech.dim != 1 or mech.domain != "box":
+    if mech.dim != 1 or mech.region.kind != "box":
         reasons.append(f"the Laplace bound needs K an interval (dim=1, domain='box'), "
-                       f"got dim={mech.dim}, domain={mech.domain!r}")
+                       f"got dim={mech.dim}, domain={mech.region.kind!r}")
     if mech.variant != "plain":
         reasons.append(f"the Laplace bound is for variant='plain', got variant={mech.variant!r}")
     claims = [not_applicable(n, c, REPLACE, a.gaussian_reason, t)
@@ -184,10 +187,10 @@ def _laplace_claims(mech, a: Assumptions, t: int) -> list[Claim]:
     if reason:
         claims.append(not_applicable(name, LAPLACE_THM3, REPLACE, reason, t))
         return claims
-    width = mech.high - mech.low
+    width = mech.region.high - mech.region.low
     diameter = width if a.smooth else width + 2 * mech.eta * a.L
-    eps_shift = 2 * a.L / mech.scale
-    eps_diameter = diameter / (mech.eta * mech.scale)
+    eps_shift = 2 * a.L / mech.spread
+    eps_diameter = diameter / (mech.eta * mech.spread)
     claims.append(profile_claim(
         name, LAPLACE_THM3, REPLACE,
         lambda e: egamma.laplace_index_log_delta(e, n=mech.n, index=t, epsilon_shift=eps_shift,
@@ -195,7 +198,8 @@ def _laplace_claims(mech, a: Assumptions, t: int) -> list[Claim]:
     return claims
 
 
-def multi_epoch_claims(mech, index):
+def multi_epoch_claims(mech: MultiEpochNoisySgd, index: int | None) -> list[Claim]:
+    """Per-index claims of multi-epoch PNSGD."""
     return without_contraction(mech, _multi_epoch_claims(mech, index))
 
 
@@ -210,11 +214,11 @@ def _multi_epoch_claims(mech, index):
         claims.append(not_applicable("multi-epoch-thm35", THM35, REPLACE, reason))
     else:
         rdp = iteration.multi_epoch_rdp(DEFAULT_ORDERS, n=mech.n, epochs=E, index=t, lipschitz=a.L,
-                                        sigma=mech.sigma)
+                                        sigma=mech.spread)
         claims.append(rdp_claim("multi-epoch-rdp", MULTI, REPLACE, DEFAULT_ORDERS, rdp, t))
         if E <= mech.n:
             claims.append(rdp_claim("multi-epoch-thm35", THM35, REPLACE, DEFAULT_ORDERS,
-                                    DEFAULT_ORDERS * 4 * a.L**2 / mech.sigma**2))
+                                    DEFAULT_ORDERS * 4 * a.L**2 / mech.spread**2))
         else:
             claims.append(not_applicable("multi-epoch-thm35", THM35, REPLACE,
                                          f"Thm 35 takes E <= n epochs, got epochs={E}, n={mech.n}"))
@@ -229,7 +233,7 @@ def _multi_epoch_claims(mech, index):
             visits = min(E, math.ceil(horizon / mech.n))  # uses of the canary in the last R steps
             return visits * iteration.local_rdp(alphas, lipschitz=a.L, sigma=sigma2)
 
-        rdp = iteration.bounded_domain_rdp(orders, diameter=a.diameter, eta=mech.eta, sigma=mech.sigma,
+        rdp = iteration.bounded_domain_rdp(orders, diameter=a.diameter, eta=mech.eta, sigma=mech.spread,
                                            steps=steps, step_rdp=window_rdp)
         claims.append(rdp_claim("bounded-domain-rdp", BOUNDED, REPLACE, orders, rdp))
     if a.gaussian_reason or a.lipschitz_reason:
@@ -237,5 +241,11 @@ def _multi_epoch_claims(mech, index):
                                      a.first_reason(a.gaussian_reason, a.lipschitz_reason)))
     else:
         claims.append(rdp_claim("local-rdp-composed", LOCAL_COMPOSED, REPLACE, DEFAULT_ORDERS,
-                                E * iteration.local_rdp(DEFAULT_ORDERS, lipschitz=a.L, sigma=mech.sigma)))
+                                E * iteration.local_rdp(DEFAULT_ORDERS, lipschitz=a.L, sigma=mech.spread)))
     return claims
+
+
+BUILDERS = (
+    ClaimBuilder("projected-noisy-sgd", (ProjectedNoisySgd,), pnsgd_claims),
+    ClaimBuilder("multi-epoch-noisy-sgd", (MultiEpochNoisySgd,), multi_epoch_claims),
+)

@@ -16,13 +16,17 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from dpaudit.core.kinds import SHUFFLED
+from dpaudit.mechanisms.accounting.builders.builder import ClaimBuilder
+from dpaudit.mechanisms.accounting.builders.iterative import multi_epoch_claims, pnsgd_claims
 from dpaudit.mechanisms.accounting.builders.sgd import MTZ
 from dpaudit.mechanisms.accounting.claims import Claim, not_applicable, rdp_claim
+from dpaudit.mechanisms.accounting.descriptions import ClippedGradientTraining, MultiEpochNoisySgd
 from dpaudit.mechanisms.accounting.last_iterate import MixtureLaws, count_mixture
+from dpaudit.mechanisms.accounting.profiles import gaussian_delta, gaussian_epsilon
 from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS, subsampled_gaussian_rdp
 from dpaudit.mechanisms.accounting.shuffled_batches import shuffled_claims
 from dpaudit.mechanisms.accounting.tight import pld_claim, wor_rdp_claim
-from dpaudit.mechanisms.kinds import SHUFFLED
 
 __all__ = ["SURROGATE", "model_claims", "pnsgd_model_claims", "surrogate_laws"]
 
@@ -30,12 +34,19 @@ SURROGATE = "last-iterate linear-loss surrogate (Steinke et al. 2024): a referen
 PABI = "Feldman, Mironov, Talwar, Thakurta 2018 (privacy amplification by iteration), Thm 22/23"
 
 
-def model_claims(mech) -> list[Claim]:
-    """Claims of a ``model`` mechanism; the same for every canary position."""
-    q, sigma, steps = mech.batch_size / mech.n_records, mech.noise_multiplier, mech.steps
+def model_claims(mech: ClippedGradientTraining, index: int | None) -> list[Claim]:
+    """Claims of a trained model (``algorithm="pnsgd"``: :func:`pnsgd_model_claims`)."""
+    if mech.algorithm == "pnsgd":
+        return pnsgd_model_claims(mech, index)
+    return _sgd_model_claims(mech)
+
+
+def _sgd_model_claims(mech: ClippedGradientTraining) -> list[Claim]:
+    """Claims of DP-SGD or DP-LSSGD training; the same for every canary position."""
+    q, sigma, steps = mech.batch_size / mech.n, mech.noise_multiplier, mech.steps
     if mech.sampling in SHUFFLED:  # zero-out: the sum moves by C, its noise has std sigma C
         relation = "zero-out"
-        claims = shuffled_claims(sigma=sigma, batches=mech.n_records // mech.batch_size, steps=steps,
+        claims = shuffled_claims(sigma=sigma, batches=mech.n // mech.batch_size, steps=steps,
                                  reshuffle=mech.sampling == "shuffle", relation=relation)
     elif mech.sampling == "poisson":
         relation = "add-remove"
@@ -45,11 +56,11 @@ def model_claims(mech) -> list[Claim]:
                                                     steps=steps))]
     else:
         relation = "replace-one"
-        claims = [wor_rdp_claim("wor-rdp-thm27", dataset_size=mech.n_records, sample_size=mech.batch_size,
+        claims = [wor_rdp_claim("wor-rdp-thm27", dataset_size=mech.n, sample_size=mech.batch_size,
                                 noise_multiplier=sigma / 2, steps=steps)]
     if mech.convex:
         reason = (f"needs a smooth convex Lipschitz loss whose gradient steps are projected onto a bounded "
-                  f"convex set; model={mech.model!r} is trained on clipped per-example gradients without "
+                  f"convex set; model={mech.model} is trained on clipped per-example gradients without "
                   f"projection")
     else:
         reason = f"{mech.model_label} is not convex in its parameters"
@@ -57,7 +68,7 @@ def model_claims(mech) -> list[Claim]:
     return claims + _surrogate_claims(mech, relation)
 
 
-def surrogate_laws(mech) -> MixtureLaws:
+def surrogate_laws(mech: ClippedGradientTraining) -> MixtureLaws:
     """The last-iterate laws of linear-loss training with this one's parameters (docs/theory.md 5.1).
 
     A gradient canary of norm ``C`` against nothing (Poisson, add/remove)
@@ -72,16 +83,16 @@ def surrogate_laws(mech) -> MixtureLaws:
     sigma = float(mech.noise_multiplier)
     if mech.algorithm == "pnsgd":
         uses = int(mech.epochs)
-        return count_mixture(1.0, -1.0, steps=uses, rate=1.0, std=sigma * math.sqrt(uses * mech.n_records),
+        return count_mixture(1.0, -1.0, steps=uses, rate=1.0, std=sigma * math.sqrt(uses * mech.n),
                              citation=SURROGATE)
     opposite = -1.0 if mech.sampling != "poisson" else 0.0
-    return count_mixture(1.0, opposite, steps=mech.steps, rate=mech.batch_size / mech.n_records,
+    return count_mixture(1.0, opposite, steps=mech.steps, rate=mech.batch_size / mech.n,
                          std=sigma * math.sqrt(mech.steps), citation=SURROGATE)
 
 
-def _surrogate_claims(mech, relation: str) -> list[Claim]:
+def _surrogate_claims(mech: ClippedGradientTraining, relation: str) -> list[Claim]:
     """The labelled reference (none when every iterate is released: it describes the last one)."""
-    if mech.output == "iterates":
+    if mech.release == "iterates":
         return []
     laws = surrogate_laws(mech)
     return [Claim("last-iterate-surrogate", SURROGATE, relation, kind="reference", epsilon_fn=laws.epsilon,
@@ -92,23 +103,25 @@ GAUSSIAN_COMPOSITION = ("Gaussian mechanism per use (sensitivity 2C, noise sigma
                         "in GDP (Dong, Roth, Su 2022, Cor. 2)")
 
 
-def pnsgd_model_claims(mech, proxy, index) -> list[Claim]:
+def pnsgd_model_claims(mech: ClippedGradientTraining, index: int | None) -> list[Claim]:
     """Claims of ``algorithm='pnsgd'``: GDP composition of every use of the record (any model, released
-    iterates or not), and the amplification-by-iteration bounds of an equivalent ``pnsgd`` where they apply.
-
-    ``proxy`` is ``(sampler, reason)`` from the mechanism: the ``pnsgd`` sampler with the same constants,
-    or ``None`` and why the bounds do not apply.
+    iterates or not), and the amplification-by-iteration bounds of an equivalent ``pnsgd`` where they apply
+    (``mech.iteration``: the ``pnsgd`` description with the same constants, or ``None`` and
+    ``mech.iteration_reason``).
     """
-    from dpaudit.mechanisms.accounting.profiles import gaussian_delta, gaussian_epsilon
 
     mu = 2 * math.sqrt(mech.epochs) / mech.noise_multiplier
     claims = [Claim("gaussian-composition", GAUSSIAN_COMPOSITION, "replace-one",
                     epsilon_fn=lambda delta: float(gaussian_epsilon(delta, mu)),
                     delta_fn=lambda epsilon: float(gaussian_delta(epsilon, mu)))]
-    sampler, reason = proxy
     claims += _surrogate_claims(mech, "replace-one")
-    if sampler is None:
-        return claims + [not_applicable("pabi-per-index", PABI, "replace-one", reason)]
+    if mech.iteration is None:
+        return claims + [not_applicable("pabi-per-index", PABI, "replace-one", mech.iteration_reason)]
     model = mech.model_label
+    iteration = (multi_epoch_claims if isinstance(mech.iteration, MultiEpochNoisySgd) else pnsgd_claims)(
+        mech.iteration, index)
     return claims + [dataclasses.replace(claim, reason=claim.reason.replace("the linear loss", model))
-                     for claim in sampler.claims(index=index) if claim.kind != "exact-instance"]
+                     for claim in iteration]
+
+
+BUILDERS = (ClaimBuilder("model-training", (ClippedGradientTraining,), model_claims),)

@@ -15,16 +15,18 @@ import math
 
 import numpy as np
 
+from dpaudit.core.kinds import SHUFFLED
 from dpaudit.mechanisms.accounting import iteration
+from dpaudit.mechanisms.accounting.builders.builder import ClaimBuilder
 from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, not_applicable, rdp_claim
+from dpaudit.mechanisms.accounting.descriptions import MinibatchNoisySgd
 from dpaudit.mechanisms.accounting.lssgd import lssgd_claim_condition, lssgd_claim_epsilon
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS, subsampled_gaussian_rdp
+from dpaudit.mechanisms.accounting.scheduled import is_scheduled, scheduled_claims
 from dpaudit.mechanisms.accounting.shuffled_batches import CHUA, GAUSSIAN_EPOCHS, shuffled_claims
 from dpaudit.mechanisms.accounting.subsampling import amplify_by_subsampling
-from dpaudit.mechanisms.kinds import SHUFFLED
 from dpaudit.mechanisms.accounting.tight import PLD_CITATION, WOR_CITATION, pld_claim, wor_gaussian_rdp, wor_rdp_claim
-from dpaudit.mechanisms.losses import NONCONVEX_LOSSES
 
 MTZ = "Mironov, Talwar, Zhang 2019 (Poisson-subsampled Gaussian RDP), converted by CKS Prop. 12"
 NOTES = ("lecture notes: subsampling theorem (Balle et al. 2018) on the exact Gaussian step, "
@@ -39,7 +41,7 @@ def _relation(mech) -> str:
 
 def _step_rdp(mech, orders, noise_std: float, steps: int):
     """RDP of ``steps`` subsampled Gaussian steps with gradient noise ``noise_std``."""
-    L = mech.loss_function.lipschitz
+    L = mech.loss.lipschitz
     if mech.sampling == "poisson":
         return subsampled_gaussian_rdp(orders, sample_rate=mech.sample_rate,
                                        noise_multiplier=noise_std * mech.batch_size / L, steps=steps)
@@ -49,7 +51,7 @@ def _step_rdp(mech, orders, noise_std: float, steps: int):
 
 def _tight_claim(mech) -> Claim:
     """The tightest accountant for the steps: PLD (Poisson) or WBK Thm 27 RDP (without replacement)."""
-    L = mech.loss_function.lipschitz
+    L = mech.loss.lipschitz
     if mech.sampling == "poisson":  # add/remove: the sum moves by L, its noise has std noise_std * m
         return pld_claim("sgm-pld", sampling_rate=mech.sample_rate,
                          noise_multiplier=mech.noise_std * mech.batch_size / L, steps=mech.steps)
@@ -58,24 +60,20 @@ def _tight_claim(mech) -> Claim:
                          noise_multiplier=mech.noise_std * mech.batch_size / (2 * L), steps=mech.steps)
 
 
-def dpsgd_claims(mech, index):
-    return list(_sgd_claims(mech))
+def minibatch_claims(mech: MinibatchNoisySgd, index: int | None) -> list[Claim]:
+    """The claims of DP-SGD, and for DP-LSSGD (``smoothing`` set) the paper's claim beside them; the same at
+    every canary position."""
+    return _sgd_claims(mech) if mech.smoothing is None else lssgd_claims(mech)
 
 
-@functools.lru_cache(maxsize=64)
-def _sgd_claims(mech) -> tuple[Claim, ...]:
-    """The claims do not depend on the canary's position: built once per mechanism (a frozen dataclass)."""
-    return tuple(_build_sgd_claims(mech))
-
-
-def _build_sgd_claims(mech) -> list[Claim]:
-    loss = mech.loss_function
+def _sgd_claims(mech: MinibatchNoisySgd) -> list[Claim]:
+    loss = mech.loss
     if mech.sampling in SHUFFLED:
         return _shuffled_sgd_claims(mech)
     relation = _relation(mech)
     poisson = mech.sampling == "poisson"
     if not math.isfinite(loss.lipschitz):
-        reason = f"the {loss.name} loss is not Lipschitz on K (domain={mech.domain!r})"
+        reason = f"the {loss.name} loss is not Lipschitz on K (domain={mech.region.kind!r})"
         accountants = [("sgm-pld", PLD_CITATION), ("sgm-rdp", MTZ)] if poisson else [("wor-rdp-thm27", WOR_CITATION)]
         return [not_applicable(n, c, relation, reason) for n, c in (
             *accountants, ("subsampling-composition", NOTES), ("bounded-domain-rdp", BOUNDED))]
@@ -87,18 +85,18 @@ def _build_sgd_claims(mech) -> list[Claim]:
     mu_step = factor * loss.lipschitz / (mech.batch_size * mech.noise_std)
     q, T = mech.sample_rate, mech.steps
 
-    @functools.lru_cache(maxsize=4096)  # the claims are built once per mechanism: audits reuse the profile
+    @functools.lru_cache(maxsize=4096)  # the claims are kept per description: audits reuse the profile
     def composed_epsilon(delta: float) -> float:
         step_eps = float(gaussian_epsilon(delta / (T * q), mu_step))  # per-step delta * q * T = delta
         return T * float(amplify_by_subsampling(step_eps, 0.0, q)[0])
 
     claims.append(Claim("subsampling-composition", NOTES, relation, epsilon_fn=composed_epsilon,
                         delta_fn=lambda e: delta_for_epsilon(composed_epsilon, e)))
-    diameter = mech.domain_set.diameter(mech.dim)
+    diameter = mech.region.diameter
     smooth = loss.smoothness == 0 or mech.eta <= 2 / loss.smoothness
-    if mech.output == "iterates":
+    if mech.release == "iterates":
         claims.append(not_applicable("bounded-domain-rdp", BOUNDED, relation, ITERATES_RELEASED))
-    elif loss.name in NONCONVEX_LOSSES or loss.function is not None:
+    elif not loss.convex or loss.own:
         claims.append(not_applicable("bounded-domain-rdp", BOUNDED, relation, _not_convex(mech)))
     elif not math.isfinite(diameter):
         claims.append(not_applicable("bounded-domain-rdp", BOUNDED, relation, "K is unbounded (domain='whole')"))
@@ -122,9 +120,9 @@ def _build_sgd_claims(mech) -> list[Claim]:
 
 def _not_convex(mech) -> str:
     """Why the amplification-by-iteration bound does not apply to a loss that is not (known to be) convex."""
-    if mech.loss_function.function is not None:
-        return f"loss={mech.loss!r} is a loss of your own, not known to be convex and smooth (steps may expand)"
-    return (f"the {mech.loss} loss is not convex: each step multiplies theta by 1 + eta beta > 1, so steps expand "
+    if mech.loss.own:
+        return f"loss={mech.loss.label!r} is a loss of your own, not known to be convex and smooth (steps may expand)"
+    return (f"the {mech.loss.label} loss is not convex: each step multiplies theta by 1 + eta beta > 1, so steps expand "
             f"and the contraction the bound needs fails (docs/theory.md 10)")
 
 
@@ -135,26 +133,27 @@ ITERATES_RELEASED = ("every iterate is released: this bound is for the last iter
 def _shuffled_sgd_claims(mech) -> list[Claim]:
     """Shuffled batches (zero-out): the Gaussian bound over epochs, Chua et al.'s lower bound, the Poisson value."""
     relation = "zero-out"
-    L = mech.loss_function.lipschitz
+    L = mech.loss.lipschitz
     if not math.isfinite(L):
-        reason = f"the {mech.loss_function.name} loss is not Lipschitz on K (domain={mech.domain!r})"
+        reason = f"the {mech.loss.name} loss is not Lipschitz on K (domain={mech.region.kind!r})"
         return [not_applicable(name, cite, relation, reason) for name, cite in (
             ("gaussian-epochs", GAUSSIAN_EPOCHS), ("shuffle-lower-bound", CHUA))]
     # zero-out moves the batch sum by at most L; its noise has std noise_std * m
     claims = shuffled_claims(sigma=mech.noise_std * mech.batch_size / L, batches=mech.batches_per_epoch,
                              steps=mech.steps, reshuffle=mech.sampling == "shuffle", relation=relation)
     reason = ("analysed for Poisson or without-replacement batches; this mechanism shuffles"
-              if mech.output != "iterates" else ITERATES_RELEASED)
+              if mech.release != "iterates" else ITERATES_RELEASED)
     return claims + [not_applicable("bounded-domain-rdp", BOUNDED, relation, reason)]
 
 
-def lssgd_claims(mech, index):
-    claims = list(_sgd_claims(mech))
+def lssgd_claims(mech: MinibatchNoisySgd) -> list[Claim]:
+    """DP-LSSGD: the DP-SGD accountants (smoothing is post-processing) and Thm 1 of the paper, compared."""
+    claims = _sgd_claims(mech)
     if mech.sampling in SHUFFLED:
         return claims + [not_applicable("lssgd-paper-thm1", LSSGD, "zero-out",
                                         "Thm 1 analyses sampled batches; this mechanism shuffles")]
     accountant = claims[0].name
-    L = mech.loss_function.lipschitz
+    L = mech.loss.lipschitz
     if not math.isfinite(L):
         return claims + [not_applicable("lssgd-paper-thm1", LSSGD, _relation(mech),
                                         claims[0].reason)]
@@ -180,3 +179,14 @@ def lssgd_claims(mech, index):
     claims.append(Claim("lssgd-paper-thm1", LSSGD, _relation(mech), epsilon_fn=epsilon_fn,
                         delta_fn=lambda e: delta_for_epsilon(epsilon_fn, e), condition=condition, compare_with=accountant))
     return claims
+
+
+def _scheduled(mech: MinibatchNoisySgd, data_a, data_b, relation: str, usual: list[Claim]) -> list[Claim] | None:
+    """A scheduled canary's own claims (``accounting.scheduled``); ``None`` for a sampled canary."""
+    if not is_scheduled(data_a, data_b):
+        return None
+    return scheduled_claims(mech, data_a, data_b, relation, usual)
+
+
+BUILDERS = (ClaimBuilder("minibatch-noisy-sgd", (MinibatchNoisySgd,), minibatch_claims, per_index=False,
+                         pair=_scheduled),)

@@ -1,0 +1,143 @@
+"""Neighbour search: a bug that shows only on some neighbouring pairs is found and certified; its twin is not.
+
+The bug divides a noisy sum by the actual number of records (add/remove
+pairs change the noise scale: an unbounded likelihood ratio), while every
+replace-one pair, the default pair ``[0]`` against ``[1]`` included, sees
+the correct mechanism (mu = 1/2, epsilon 1.99 at delta = 1e-5). Audits run at
+confidence 0.95 on fixed seeds; the bug is certified 1.5 to 2.8 above a claim
+of 1.99, far beyond the sampling error, and the twin's claim is its exact
+epsilon, so a certificate above it would be a false one (probability at
+most 0.05 per seed; none on the seeds below).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+import dpaudit
+from dpaudit.auditing.checks.search import EmptyDataset, candidate_pairs, search, special_values
+from dpaudit.cli import main
+from dpaudit.core.errors import ParameterError
+from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
+
+CLAIM = float(gaussian_epsilon(1e-5, 0.5))
+SOURCE = textwrap.dedent("""
+    import numpy as np
+
+    def _snap(values):
+        return np.rint(values * 4096.0) / 4096.0
+
+    def actual_size(records, rng):
+        x = np.clip(records[:, 0], 0.0, 1.0)
+        return _snap((x.sum() + rng.normal(0.0, 2.0)) / max(len(x), 1))  # bug: the actual size
+
+    def public_size(records, rng):
+        x = np.clip(records[:, 0], 0.0, 1.0)
+        return _snap((x.sum() + rng.normal(0.0, 2.0)) / 2.0)  # the public expected size
+""")
+
+
+@pytest.fixture(scope="module")
+def functions(tmp_path_factory):
+    path = tmp_path_factory.mktemp("user") / "user_code.py"
+    path.write_text(SOURCE)
+    namespace: dict = {}
+    exec(compile(SOURCE, str(path), "exec"), namespace)  # noqa: S102 - the test's own code
+    return path, namespace
+
+
+def test_candidates_cover_the_boundaries():
+    values = special_values(-1.0, 3.0, thresholds=[1.5])
+    for expected in (-1.0, 3.0, 0.0, 1.0, 1.5, 2.0, 0.5, -0.5, np.nextafter(2.0, -np.inf), np.nextafter(1.5, -np.inf)):
+        assert expected in values
+    assert all(-1.0 <= v <= 3.0 for v in values)
+    pairs = candidate_pairs(0.0, 1.0)
+    names = [p.name for p in pairs]
+    assert any(isinstance(p.first, EmptyDataset) and p.second.n == 1 for p in pairs)  # empty against one record
+    assert any(n.endswith("twice") for n in names)  # duplicated records
+    assert {p.relation for p in pairs} == {"add-remove", "replace-one"}
+
+
+def test_the_bug_only_shows_on_some_pairs(functions):
+    _, namespace = functions
+    mech = dpaudit.from_callable(namespace["actual_size"], 1, record_domain=(0.0, 1.0))
+    default = dpaudit.audit(mech, dataset_pair=([[0.0]], [[1.0]]), trials=20_000, seed=0)
+    assert default.epsilon_lower_bound < CLAIM  # the documented default pair misses it
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_search_certifies_the_bug_and_not_its_twin(functions, seed):
+    _, namespace = functions
+    bug = search(dpaudit.from_callable(namespace["actual_size"], 1, record_domain=(0.0, 1.0)), epsilon=CLAIM,
+                 trials=20_000, screen_trials=400, seed=seed)
+    assert bug.violation and bug.epsilon_lower_bound > CLAIM + 1.0
+    assert bug.chosen["relation"] == "add-remove"
+    assert bug.result.empirical.trials == 20_000 and bug.chosen["seed"] != seed  # fresh trials
+    twin = search(dpaudit.from_callable(namespace["public_size"], 1, record_domain=(0.0, 1.0)), epsilon=CLAIM,
+                  trials=20_000, screen_trials=400, seed=seed)
+    assert not twin.violation and twin.epsilon_lower_bound <= CLAIM
+
+
+def test_audit_with_search_certifies_the_searched_pair(functions):
+    _, namespace = functions
+    mech = dpaudit.from_callable(namespace["actual_size"], 1, record_domain=(0.0, 1.0))
+    result = dpaudit.audit(mech, search={"screen_trials": 400}, trials=20_000, seed=0)
+    direct = search(mech, trials=20_000, screen_trials=400, seed=0)
+    # the same screening and the same fresh certifying trials: the same bound, above the claim
+    assert result.epsilon_lower_bound == direct.epsilon_lower_bound > CLAIM + 1.0
+    with pytest.raises(ParameterError, match="takes no dataset_pair"):
+        dpaudit.audit(mech, search=True, dataset_pair=([[0.0]], [[1.0]]))
+    with pytest.raises(ParameterError, match="chunk_size"):
+        dpaudit.audit(mech, search=True, chunk_size=100)
+
+
+def test_dpaudit_search_command(functions, capsys):
+    path, _ = functions
+    common = ["--domain", "0", "1", "--epsilon", f"{CLAIM}", "--trials", "20000", "--screen-trials", "400"]
+    assert main(["search", "--function", f"{path}:actual_size", *common, "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["violation"] and document["epsilon_lower_bound"] > CLAIM
+    assert len(document["candidates"]) > 50 and document["chosen"]["relation"] == "add-remove"
+    assert main(["search", "--function", f"{path}:public_size", *common]) == 0
+    assert "no violation" in capsys.readouterr().out
+    assert main(["search", "--function", f"{path}:nothing", *common]) == 2
+    assert "has no name 'nothing'" in capsys.readouterr().err
+
+
+def test_search_refuses_bad_input():
+    mech = dpaudit.from_callable(lambda records, rng: records.sum(), 1)
+    with pytest.raises(ParameterError, match="record_domain"):
+        search(mech)
+    with pytest.raises(ParameterError, match="thresholds"):
+        search(mech, record_domain=(0.0, 1.0), thresholds=[2.0])
+    with pytest.raises(ParameterError, match="record_domain"):
+        dpaudit.from_callable(lambda records, rng: records.sum(), 1, record_domain=(1.0, 0.0))
+    bounded = dpaudit.from_callable(lambda records, rng: records.sum(), 1, record_domain=(0.0, 1.0))
+    with pytest.raises(ParameterError, match=r"declared record_domain \[0, 1\]"):
+        bounded.sample([[2.0]], trials=2, seed=0)
+
+
+def test_search_runs_on_a_library_adapter():
+    mechanisms = pytest.importorskip("diffprivlib.mechanisms")
+    from dpaudit.mechanisms.adapters import from_diffprivlib
+
+    mech = from_diffprivlib(mechanisms.Laplace(epsilon=1.0, sensitivity=1.0))  # its domain [0, 1] is used
+    found = search(mech, epsilon=1.0, trials=20_000, screen_trials=400)
+    # the float leak of `value - scale * noise`: any pair of distinct values shows it (about 7 certified)
+    assert found.violation and found.chosen["score"] == "float-bits" and found.epsilon_lower_bound > 3.0
+
+
+def test_pairs_on_which_the_function_fails_are_skipped_and_listed():
+    def top_record(records, rng):  # fails on the empty dataset (no maximum)
+        return [np.abs(records).max() + rng.laplace(0.0, 1.0)]
+
+    found = search(dpaudit.from_callable(top_record, 1, record_domain=(0.0, 1.0)), trials=2_000, screen_trials=100)
+    failed = [c for c in found.candidates if c.get("error")]
+    assert failed and all(c["S"] == [] for c in failed) and "ValueError" in failed[0]["error"]
+    assert found.chosen["S"] != []
+    with pytest.raises(ParameterError, match="every candidate pair failed"):
+        search(dpaudit.from_callable(lambda records, rng: 1 / 0, 1, record_domain=(0.0, 1.0)), screen_trials=20)
