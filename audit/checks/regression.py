@@ -86,14 +86,16 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
         "confidence": confidence, "trials": trials, "seed": seed, "score": chosen, "violation": bound > epsilon,
         "trials_used": looks.get("trials_used", trials), "looks": looks,
     }
+    if not mechanism.seeded:
+        summary["seeded"] = False
     if result.one_run:
         summary.update(trials=result.empirical.trials, trials_used=result.empirical.trials, design="one-run",
                        canaries=result.one_run["pooled_canaries"])
         if bound > epsilon:
             raise PrivacyViolation(
                 f"{summary['mechanism']} is not ({epsilon:g}, {delta:g})-DP: {result.one_run['statement']} "
-                f"Reproduce with assert_private(..., design='one-run', canaries={result.one_run['canaries']}, "
-                f"runs={result.one_run['runs']}, seed={seed}, confidence={confidence:g}).")
+                + _rerun(mechanism, f"design='one-run', canaries={result.one_run['canaries']}, "
+                                    f"runs={result.one_run['runs']}", seed, confidence))
         return summary
     if bound > epsilon:
         raise PrivacyViolation(
@@ -101,7 +103,16 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
             f"at delta={delta:g} with confidence {confidence:g} ({summary['trials_used']} of {trials} trials per "
             f"dataset, stopped at look {looks.get('stopped_at_look', 1)} of {looks.get('looks_planned', 1)}, "
             f"score {chosen!r}, "
-            f"{result.canary['kind']} canary, {result.canary['relation']}). Reproduce with "
-            f"assert_private(..., trials={trials}, seed={seed}, confidence={confidence:g}, "
-            f"chunk_size={chunk_size}).")
+            f"{result.canary['kind']} canary, {result.canary['relation']}). "
+            + _rerun(mechanism, f"trials={trials}", seed, confidence, f", chunk_size={chunk_size}"))
     return summary
+
+
+def _rerun(mechanism: Mechanism, options: str, seed: int, confidence: float, tail: str = "") -> str:
+    """How to reproduce the audit: the call with its seed, or, for a mechanism whose randomness the seed does not fix
+    (``seeded`` False), that a rerun draws other trials and is a fresh audit."""
+    if mechanism.seeded:
+        return f"Reproduce with assert_private(..., {options}, seed={seed}, confidence={confidence:g}{tail})."
+    return (f"Not reproducible from a seed: {mechanism.label} draws randomness the seed does not fix (seeded=False), "
+            f"so assert_private(..., {options}, confidence={confidence:g}{tail}) again is a fresh audit of other "
+            f"trials, valid at the same confidence.")

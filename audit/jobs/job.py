@@ -28,7 +28,8 @@ from dpaudit.mechanisms.dataset import as_dataset
 from dpaudit.mechanisms.errors import ParameterError
 from dpaudit.mechanisms.kinds import Relation
 
-__all__ = ["AUDIT_DEFAULTS", "AuditJob", "AuditSettings", "check_setting", "make_job", "pair_digest"]
+__all__ = ["AUDIT_DEFAULTS", "AuditJob", "AuditSettings", "check_setting", "dataset_pair_relation", "make_job",
+           "pair_digest"]
 
 AUDIT_DEFAULTS: dict[str, Any] = {
     "trials": 100_000, "delta": 1e-5, "confidence": 0.95, "seed": 0, "threshold": "split",
@@ -207,6 +208,24 @@ class AuditJob:
         return dataclasses.replace(self, settings=dataclasses.replace(self.settings, trials=trials))
 
 
+def dataset_pair_relation(first: Any, second: Any) -> Relation:
+    """The relation a given pair ``(S, S')`` realises: replace-one when both hold as many records, add/remove when
+    one holds one record more.
+
+    Raises
+    ------
+    ParameterError
+        When the sizes differ by more than one record (no neighbouring relation relates them).
+    """
+    sizes = (first.n, second.n)
+    if sizes[0] == sizes[1]:
+        return Relation.REPLACE_ONE
+    if abs(sizes[0] - sizes[1]) == 1:
+        return Relation.ADD_REMOVE
+    raise ParameterError(f"dataset_pair must be neighbouring: as many records in both (replace-one) or one "
+                         f"more in one (add/remove), got {sizes[0]} and {sizes[1]} records")
+
+
 def _canary_spec(canary: CanarySpec | Mapping[str, Any] | None, index: Any) -> CanarySpec:
     if canary is None:
         spec = CanarySpec()
@@ -245,7 +264,7 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
         first, second = (as_dataset(d) for d in dataset_pair)
         # no canary direction is known: a Gaussian likelihood ratio fitted on calibration trials
         pairs = (CanaryPair(mechanism, first, second, np.ones(mechanism.output_dim), None,
-                            Relation.REPLACE_ONE, "dataset-pair"),)
+                            dataset_pair_relation(first, second), "dataset-pair"),)
         canary_table = {"kind": "dataset-pair"}
     else:
         spec = _canary_spec(canary, index)
