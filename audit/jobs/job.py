@@ -132,7 +132,11 @@ class AuditJob:
         (``audit.statistics.sequential``; ``assert_private``, the pytest plugin and ``dpaudit check``).
     claimed_epsilon : float, optional
         A claim given with the audit (``assert_private``'s ``epsilon``): a sequential audit also stops
-        when its certified bound exceeds it.
+        when its certified bound exceeds it; results list it as a claim for the pair's relation.
+    calibration_chunk : int, optional
+        Trials per calibration chunk when not ``settings.chunk_size``: ``assert_private`` cuts its
+        certification part finely for its looks but draws its calibration as ``dpaudit.audit`` does by
+        default, so the two choose the same score and the same test from the same seed and trials.
     """
 
     mechanism: Mechanism
@@ -145,6 +149,7 @@ class AuditJob:
     estimators: tuple[Estimator, ...] = ()
     sequential: bool = False
     claimed_epsilon: float | None = None
+    calibration_chunk: int | None = None
     scores: tuple[Score, ...] = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -155,6 +160,13 @@ class AuditJob:
             raise ParameterError(f"canary positions must be distinct, got index={indices}")
         object.__setattr__(self, "scores", resolve_scores(self.score))
         object.__setattr__(self, "estimators", check_estimators(self.estimators))
+        if self.calibration_chunk is not None:
+            check_setting("chunk_size", self.calibration_chunk)
+
+    @property
+    def calibration_chunk_size(self) -> int:
+        """Trials per calibration chunk (:attr:`calibration_chunk`, else the settings' ``chunk_size``)."""
+        return self.calibration_chunk or self.settings.chunk_size
 
     def violated(self, result: Any) -> bool:
         """True when ``result`` certifies a violation: of a mechanism claim, or of :attr:`claimed_epsilon`."""
@@ -196,8 +208,10 @@ class AuditJob:
     def audit_id(self) -> str:
         """Hash of the description, the settings, every pair's datasets and the code fingerprint."""
         digest = hashlib.sha256()
+        drawn = {} if self.calibration_chunk in (None, self.settings.chunk_size) else {
+            "calibration_chunk": self.calibration_chunk}  # only where it changes what is drawn: other ids stay
         digest.update(json.dumps({"description": self.description, "settings": self.settings.to_dict(),
-                                  "score": self._score_identity(), "code": self.code_fingerprint},
+                                  "score": self._score_identity(), "code": self.code_fingerprint, **drawn},
                                  sort_keys=True, separators=(",", ":"), default=str).encode())
         for pair in self.pairs:
             digest.update(pair_digest(pair))
@@ -244,7 +258,7 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
              dataset_pair: Sequence[Any] | None = None, canary: CanarySpec | Mapping[str, Any] | None = None,
              index: Any = None, score: Any = None, title: str | None = None,
              estimators: Sequence[Any] = (), sequential: bool = False, claimed_epsilon: float | None = None,
-             **settings: Any) -> AuditJob:
+             calibration_chunk: int | None = None, **settings: Any) -> AuditJob:
     """The :class:`AuditJob` that :func:`dpaudit.audit.jobs.api.audit` runs (same arguments)."""
     given = [name for name, value in (("pair", pair), ("dataset_pair", dataset_pair), ("canary", canary))
              if value is not None]
@@ -284,4 +298,5 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
                    "attack": {"score": shown}}
     return AuditJob(mechanism, pairs, scores, AuditSettings(**settings),
                     title or f"{mechanism.label} audit", description, estimators=tuple(estimators),
-                    sequential=bool(sequential), claimed_epsilon=claimed_epsilon)
+                    sequential=bool(sequential), claimed_epsilon=claimed_epsilon,
+                    calibration_chunk=calibration_chunk)
