@@ -9,11 +9,11 @@ confidence 0.95 on fresh trials; a certified bound above a correct twin's claim 
 - SVT3 (noisy answers released) and SVT4 on the reveal-records query, 3 x 10^4 trials: the pairs found have
   exact epsilon 1.6-2.1 against the claim 1; certified 1.29-1.68 (seeds 0-1).
 - SVT6 and the gradient step need 10^5 trials: their best pairs have exact epsilon 1.28 and 1.99, their
-  ceilings there about 1.25 and 1.38; certified 1.21-1.22 and 1.28-1.40 (seeds 0-3) against claims 1 and
-  1.018, where their pairs without a position effect, or of half the sensitivity, have exact epsilon 0.78-0.90
-  and 0.93: below the claim, so finding the pair is what is tested.
-- The twins (SVT1 on the same query, exact at most 0.77 on the pairs searched; noisy max, at most 1): nothing
-  above the claim 1.
+  ceilings there 1.22 (7 x 10^4 certification trials) and 1.38 (9 x 10^4); certified 1.21-1.22 and 1.14-1.40
+  (seeds 0-3) against claims 1 and 1.018, where their pairs without a position effect, or of half the
+  sensitivity, have exact epsilon 0.78-0.90 and 0.93: below the claim, so finding the pair is what is tested.
+- The twins (SVT1 on the same query, exact at most 0.77 on the pairs searched; noisy max, at most 0.57):
+  nothing above the claim 1.
 - assert_private on the gradient step's pair: its bound at any look exceeds 1.018 on every seed 0-4 at both
   chunk sizes (smallest 1.030, seed 2); the calibration part is drawn alike at both and by dpaudit.audit, so
   the three hold the same contest and choose the same score.
