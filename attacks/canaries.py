@@ -37,9 +37,9 @@ import numpy as np
 
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import Relation
-from dpaudit.mechanisms.validation import check_choice
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.kinds import Relation
+from dpaudit.core.validation import check_choice
 
 __all__ = ["CANARY_KINDS", "DIRECTIONS", "PAIRS", "CanaryPair", "CanarySpec", "default_kind",
            "least_varying_direction"]

@@ -77,7 +77,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dpaudit.attacks.value_counts import log_likelihood, pool_values, record_groups
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 if TYPE_CHECKING:
     from dpaudit.attacks.score_protocol import ScoreFunction

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["DENSITY_SPAN", "fit_median", "sign_test_efficiency"]
 

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from dpaudit.mechanisms.base import Mechanism
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import Relation
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.kinds import Relation
 
 __all__ = ["check_schedule_fields", "schedule_of", "scheduled_pair"]
 

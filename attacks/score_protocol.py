@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["TAIL_MODELS", "Score", "ScoreFunction", "check_score", "fitted_calibration_share", "fitted_declined",
            "fitted_tail_model", "score_applies", "score_fitted", "score_needs_calibration"]

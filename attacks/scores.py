@@ -42,8 +42,8 @@ from dpaudit.attacks.classifiers import fit_logistic, fit_mlp
 from dpaudit.attacks.float_bits import fit_float_bits
 from dpaudit.attacks.score_protocol import (Score, ScoreFunction, check_score, score_applies, score_fitted,
                                             score_needs_calibration)
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import suggestion
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import suggestion
 
 __all__ = ["AUTO", "BuiltinScore", "SCORES", "Score", "ScoreFunction", "check_score", "fit_classifier", "fit_score",
            "get_score", "is_fitted", "register_score", "registered_scores", "resolve_scores", "score_applies",

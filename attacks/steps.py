@@ -40,7 +40,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import logsumexp
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["STEP_SCORES", "fit_step_score", "step_count", "step_values"]
 

@@ -1,6 +1,6 @@
 """Old import paths of the modules that moved into ``statistics``, ``jobs`` and ``checks``.
 
-``dpaudit.audit.config`` is now ``dpaudit.audit.jobs.config``, and so on
+``dpaudit.auditing.config`` is now ``dpaudit.auditing.jobs.config``, and so on
 (:data:`MOVED`). Importing an old path still works: :class:`MovedFinder`
 (installed by ``dpaudit.audit``) warns with a :class:`DeprecationWarning`
 naming the new path and hands back the new module itself, so both names are
@@ -21,43 +21,43 @@ __all__ = ["MOVED", "MovedFinder", "install", "moved_module"]
 
 #: Old module path -> new module path.
 MOVED: dict[str, str] = {
-    "dpaudit.audit.budget": "dpaudit.audit.statistics.budget",
-    "dpaudit.audit.ceiling": "dpaudit.audit.statistics.ceiling",
-    "dpaudit.audit.certify": "dpaudit.audit.statistics.certify",
-    "dpaudit.audit.conditional": "dpaudit.audit.statistics.conditional",
-    "dpaudit.audit.confidence": "dpaudit.audit.statistics.confidence",
-    "dpaudit.audit.estimators": "dpaudit.audit.statistics.estimators",
-    "dpaudit.audit.one_run": "dpaudit.audit.statistics.one_run",
-    "dpaudit.audit.one_run_fdp": "dpaudit.audit.statistics.one_run_fdp",
-    "dpaudit.audit.portfolio": "dpaudit.audit.statistics.portfolio",
-    "dpaudit.audit.sequential": "dpaudit.audit.statistics.sequential",
-    "dpaudit.audit.thresholds": "dpaudit.audit.statistics.thresholds",
-    "dpaudit.audit.api": "dpaudit.audit.jobs.api",
-    "dpaudit.audit.assemble": "dpaudit.audit.jobs.assemble",
-    "dpaudit.audit.config": "dpaudit.audit.jobs.config",
-    "dpaudit.audit.fingerprint": "dpaudit.audit.jobs.fingerprint",
-    "dpaudit.audit.job": "dpaudit.audit.jobs.job",
-    "dpaudit.audit.result": "dpaudit.audit.jobs.result",
-    "dpaudit.audit.runner": "dpaudit.audit.jobs.runner",
-    "dpaudit.audit.store": "dpaudit.audit.jobs.store",
-    "dpaudit.audit.store_source": "dpaudit.audit.jobs.store_source",
-    "dpaudit.audit.streaming": "dpaudit.audit.jobs.streaming",
-    "dpaudit.audit.pytest_plugin": "dpaudit.audit.checks.pytest_plugin",
-    "dpaudit.audit.regression": "dpaudit.audit.checks.regression",
-    "dpaudit.audit.search": "dpaudit.audit.checks.search",
-    "dpaudit.audit.verdict": "dpaudit.audit.checks.verdict",
-    "dpaudit.audit.zoo": "dpaudit.audit.checks.zoo",
-    "dpaudit.audit.zoo.broken": "dpaudit.audit.checks.zoo.broken",
-    "dpaudit.audit.zoo.realworld": "dpaudit.audit.checks.zoo.realworld",
-    "dpaudit.audit.zoo.runner": "dpaudit.audit.checks.zoo.runner",
-    "dpaudit.audit.zoo.variants": "dpaudit.audit.checks.zoo.variants",
+    "dpaudit.auditing.budget": "dpaudit.auditing.statistics.budget",
+    "dpaudit.auditing.ceiling": "dpaudit.auditing.statistics.ceiling",
+    "dpaudit.auditing.certify": "dpaudit.auditing.statistics.certify",
+    "dpaudit.auditing.conditional": "dpaudit.auditing.statistics.conditional",
+    "dpaudit.auditing.confidence": "dpaudit.auditing.statistics.confidence",
+    "dpaudit.auditing.estimators": "dpaudit.auditing.statistics.estimators",
+    "dpaudit.auditing.one_run": "dpaudit.auditing.statistics.one_run",
+    "dpaudit.auditing.one_run_fdp": "dpaudit.auditing.statistics.one_run_fdp",
+    "dpaudit.auditing.portfolio": "dpaudit.auditing.statistics.portfolio",
+    "dpaudit.auditing.sequential": "dpaudit.auditing.statistics.sequential",
+    "dpaudit.auditing.thresholds": "dpaudit.auditing.statistics.thresholds",
+    "dpaudit.auditing.api": "dpaudit.auditing.jobs.api",
+    "dpaudit.auditing.assemble": "dpaudit.auditing.jobs.assemble",
+    "dpaudit.auditing.config": "dpaudit.auditing.jobs.config",
+    "dpaudit.auditing.fingerprint": "dpaudit.auditing.jobs.fingerprint",
+    "dpaudit.auditing.job": "dpaudit.auditing.jobs.job",
+    "dpaudit.auditing.result": "dpaudit.auditing.jobs.result",
+    "dpaudit.auditing.runner": "dpaudit.auditing.jobs.runner",
+    "dpaudit.auditing.store": "dpaudit.auditing.jobs.store",
+    "dpaudit.auditing.store_source": "dpaudit.auditing.jobs.store_source",
+    "dpaudit.auditing.streaming": "dpaudit.auditing.jobs.streaming",
+    "dpaudit.auditing.pytest_plugin": "dpaudit.auditing.checks.pytest_plugin",
+    "dpaudit.auditing.regression": "dpaudit.auditing.checks.regression",
+    "dpaudit.auditing.search": "dpaudit.auditing.checks.search",
+    "dpaudit.auditing.verdict": "dpaudit.auditing.checks.verdict",
+    "dpaudit.auditing.zoo": "dpaudit.auditing.checks.zoo",
+    "dpaudit.auditing.zoo.broken": "dpaudit.auditing.checks.zoo.broken",
+    "dpaudit.auditing.zoo.realworld": "dpaudit.auditing.checks.zoo.realworld",
+    "dpaudit.auditing.zoo.runner": "dpaudit.auditing.checks.zoo.runner",
+    "dpaudit.auditing.zoo.variants": "dpaudit.auditing.checks.zoo.variants",
 }
 
 
 def moved_module(old: str) -> types.ModuleType:
     """The module now at ``MOVED[old]``, after a deprecation warning naming that path.
 
-    Called by :class:`MovedFinder` and by ``dpaudit.audit.__getattr__``; the warning
+    Called by :class:`MovedFinder` and by ``dpaudit.auditing.__getattr__``; the warning
     points at their caller's line (the import machinery's own frames are skipped).
     """
     warnings.warn(f"{old} has moved to {MOVED[old]}; import it from there", DeprecationWarning, stacklevel=3)
@@ -70,7 +70,7 @@ class MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname: str, path: object = None, target: object = None) -> ModuleSpec | None:
         if fullname not in MOVED:
             return None
-        return importlib.util.spec_from_loader(fullname, self, is_package=fullname == "dpaudit.audit.zoo")
+        return importlib.util.spec_from_loader(fullname, self, is_package=fullname == "dpaudit.auditing.zoo")
 
     def create_module(self, spec: ModuleSpec) -> types.ModuleType:
         module = moved_module(spec.name)

@@ -38,9 +38,9 @@ import time
 
 import numpy as np
 
-import dpaudit.audit.checks.vector_pairs as vector_pairs
-from dpaudit.audit.checks.vector_pairs import pattern_pairs
-from dpaudit.audit.checks.zoo.blackbox_suite import SUITE, run_algorithm, screen_algorithm
+import dpaudit.auditing.checks.vector_pairs as vector_pairs
+from dpaudit.auditing.checks.vector_pairs import pattern_pairs
+from dpaudit.auditing.checks.zoo.blackbox_suite import SUITE, run_algorithm, screen_algorithm
 
 
 def _selected(only):

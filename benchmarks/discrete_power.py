@@ -17,7 +17,7 @@ import pathlib
 import sys
 
 import dpaudit
-from dpaudit.audit.statistics import portfolio
+from dpaudit.auditing.statistics import portfolio
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from tests import discrete_algorithms as algorithms  # noqa: E402
@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--score", default=None)
     parser.add_argument("--only", nargs="*", default=None)
     args = parser.parse_args()
-    from dpaudit.audit.jobs import runner
+    from dpaudit.auditing.jobs import runner
 
     # one-time costs of the process (torch's optimiser modules load on the first classifier fit) are
     # paid before any timing, so the choice's share is that of an audit in a warm process

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpaudit.audit.statistics.one_run_fdp import METHODS, one_run_audit
+from dpaudit.auditing.statistics.one_run_fdp import METHODS, one_run_audit
 
 DELTA = 1e-5
 RULES = ("calibrate", "union")
@@ -44,10 +44,10 @@ def gaussian_rows(seeds: int) -> list[dict]:
 
 
 def cnn_rows() -> list[dict]:
-    from dpaudit.audit.jobs.config import load_configs
-    from dpaudit.audit.jobs.one_run_design import draw_canaries
-    from dpaudit.audit.jobs.one_run_result import run_one_run
-    from dpaudit.audit.jobs.store import Store
+    from dpaudit.auditing.jobs.config import load_configs
+    from dpaudit.auditing.jobs.one_run_design import draw_canaries
+    from dpaudit.auditing.jobs.one_run_result import run_one_run
+    from dpaudit.auditing.jobs.store import Store
 
     job = load_configs([ROOT / "examples" / "models" / "cnn" / "one_run.toml"])[0].job()
     with Store(":memory:") as store:

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from dpaudit.audit.statistics.estimators import plan_epsilon
+from dpaudit.auditing.statistics.estimators import plan_epsilon
 
 
 def _scores(kind: str, calibration: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

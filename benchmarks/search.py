@@ -25,8 +25,8 @@ import warnings
 import numpy as np
 
 import dpaudit
-from dpaudit.audit.checks.search import search
-from dpaudit.audit.checks.zoo.auditorium import CASES, exact_epsilon
+from dpaudit.auditing.checks.search import search
+from dpaudit.auditing.checks.zoo.auditorium import CASES, exact_epsilon
 
 
 def search_rows(trials: int, seeds: int, only: list[str]) -> list[dict]:

@@ -1,6 +1,6 @@
 """Peak memory of the main process at 10^7 trials per side and 3 canary positions of ``pnsgd``.
 
-Certification is streamed (``dpaudit.audit.jobs.streaming``): thresholds are fixed
+Certification is streamed (``dpaudit.auditing.jobs.streaming``): thresholds are fixed
 on calibration, then counts are added up one stored chunk at a time, so the
 main process's memory must not grow with the number of trials. This runs
 ``dpaudit run`` in a child process, samples the child's own RSS (not its
@@ -51,8 +51,8 @@ def _peak_rss(pid: int) -> int:
 
 def whole_array_bounds(store: Path, document: dict) -> dict[int, tuple[float, float]]:
     """Epsilon and mu bounds of every position, recomputed from all stored scores at once."""
-    from dpaudit.audit.statistics.estimators import epsilon_lower_bound, gdp_lower_bound
-    from dpaudit.audit.jobs.store import Store
+    from dpaudit.auditing.statistics.estimators import epsilon_lower_bound, gdp_lower_bound
+    from dpaudit.auditing.jobs.store import Store
 
     settings = document["audit"]
     confidence = document["empirical"]["per_index_confidence"]

@@ -18,9 +18,9 @@ import numpy as np
 
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.audit.statistics.ceiling import gaussian_ceiling
-from dpaudit.audit.jobs.api import audit
-from dpaudit.audit.statistics.estimators import epsilon_lower_bound, gdp_lower_bound
+from dpaudit.auditing.statistics.ceiling import gaussian_ceiling
+from dpaudit.auditing.jobs.api import audit
+from dpaudit.auditing.statistics.estimators import epsilon_lower_bound, gdp_lower_bound
 
 
 def gaussian_rows(seeds: int) -> list[dict]:

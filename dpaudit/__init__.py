@@ -27,20 +27,20 @@ _PUBLIC = {
     "make": "dpaudit.mechanisms.base",
     "from_callable": "dpaudit.mechanisms.wrapped",
     "from_batched_callable": "dpaudit.mechanisms.wrapped",
-    "audit": "dpaudit.audit.jobs.api",
-    "search": "dpaudit.audit.checks.search",
-    "load_result": "dpaudit.audit.jobs.result",
-    "AuditResult": "dpaudit.audit.jobs.result",
-    "assert_private": "dpaudit.audit.checks.regression",
-    "PrivacyViolation": "dpaudit.audit.checks.regression",
+    "audit": "dpaudit.auditing.jobs.api",
+    "search": "dpaudit.auditing.checks.search",
+    "load_result": "dpaudit.auditing.jobs.result",
+    "AuditResult": "dpaudit.auditing.jobs.result",
+    "assert_private": "dpaudit.auditing.checks.regression",
+    "PrivacyViolation": "dpaudit.auditing.checks.regression",
 }
 __all__ = ["__version__", *_PUBLIC]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from dpaudit.audit.jobs.api import audit
-    from dpaudit.audit.checks.regression import PrivacyViolation, assert_private
-    from dpaudit.audit.jobs.result import AuditResult, load_result
-    from dpaudit.audit.checks.search import search
+    from dpaudit.auditing.jobs.api import audit
+    from dpaudit.auditing.checks.regression import PrivacyViolation, assert_private
+    from dpaudit.auditing.jobs.result import AuditResult, load_result
+    from dpaudit.auditing.checks.search import search
     from dpaudit.mechanisms.base import make
     from dpaudit.mechanisms.wrapped import from_batched_callable, from_callable
 

@@ -15,7 +15,7 @@ from typing import NoReturn
 # what commands share lives in dpaudit.commands.common; these names stay importable from here
 from dpaudit.commands.common import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_VIOLATION, UsageError, count,
                                      emit_json)
-from dpaudit.mechanisms.errors import DPAuditError
+from dpaudit.core.errors import DPAuditError
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_OK", "EXIT_VIOLATION", "UsageError", "count", "emit_json", "main"]
 

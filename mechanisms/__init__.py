@@ -5,7 +5,7 @@
 >>> mech.sample(trials=1000, seed=0).shape
 (1000, 10)
 
-Names are imported on first use (PEP 562), so ``import dpaudit.mechanisms.errors``
+Names are imported on first use (PEP 562), so ``import dpaudit.core.errors``
 (the command line's start-up) does not import torch.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from dpaudit.mechanisms.errors import DPAuditError, ParameterError
+from dpaudit.core.errors import DPAuditError, ParameterError
 
 _LAZY = {
     "CallableMechanism": "wrapped", "from_callable": "wrapped", "BatchedCallableMechanism": "wrapped",

@@ -18,9 +18,9 @@ import torch
 
 from dpaudit.mechanisms import tiles
 from dpaudit.mechanisms.dataset import Dataset, as_dataset
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.hooks import AuditHooks
-from dpaudit.mechanisms.validation import check_choice, check_int
+from dpaudit.core.validation import check_choice, check_int
 
 __all__ = [
     "Mechanism",

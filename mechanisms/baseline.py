@@ -16,7 +16,7 @@ import torch
 from dpaudit.mechanisms import noise
 from dpaudit.mechanisms.base import Mechanism, param, register
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.validation import check_int, check_real
+from dpaudit.core.validation import check_int, check_real
 
 __all__ = ["GaussianMechanism", "LaplaceMechanism"]
 

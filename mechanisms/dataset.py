@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["Dataset", "as_dataset"]
 

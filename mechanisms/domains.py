@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import torch
 
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_choice, check_real
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_choice, check_real
 
 __all__ = ["Ball", "Box", "Domain", "Whole", "make_domain", "DOMAIN_NAMES"]
 

@@ -38,9 +38,9 @@ from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.iterative import ITERATIVE_CANARIES, IterativeMechanism, injected_rows
 from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
 from dpaudit.mechanisms.user_loss import user_gradients
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import SHUFFLED, Relation, Sampling, check_enum
-from dpaudit.mechanisms.validation import check_choice, check_int, check_real
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.kinds import SHUFFLED, Relation, Sampling, check_enum
+from dpaudit.core.validation import check_choice, check_int, check_real
 
 __all__ = ["DPSGD", "SAMPLINGS"]
 
@@ -337,7 +337,7 @@ class DPSGD(IterativeMechanism):
         """
         from dpaudit.mechanisms.accounting.scheduled import is_scheduled, scheduled_laws
         from dpaudit.mechanisms.accounting.training_laws import dpsgd_laws
-        from dpaudit.mechanisms.errors import NotExact
+        from dpaudit.core.errors import NotExact
 
         if not self._update_is_the_packages():
             raise NotExact(f"{type(self).__name__} samples or smooths in its own way; the exact laws describe "

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import NotExact, ParameterError
+from dpaudit.core.errors import NotExact, ParameterError
 
 __all__ = ["AuditHooks", "ScoreLaw"]
 

@@ -12,10 +12,10 @@ import torch
 from dpaudit.mechanisms.base import Mechanism, param, snap
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.domains import Domain, make_domain
-from dpaudit.mechanisms.errors import NotExact, ParameterError
-from dpaudit.mechanisms.kinds import NoiseKind, check_enum
+from dpaudit.core.errors import NotExact, ParameterError
+from dpaudit.core.kinds import NoiseKind, check_enum
 from dpaudit.mechanisms.losses import Loss
-from dpaudit.mechanisms.validation import check_int, check_real
+from dpaudit.core.validation import check_int, check_real
 
 __all__ = ["ITERATIVE_CANARIES", "IterativeMechanism", "injected_rows"]
 

@@ -29,10 +29,10 @@ import torch
 from dpaudit.mechanisms import noise
 from dpaudit.mechanisms.base import param, register
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.iterative import IterativeMechanism, injected_rows
 from dpaudit.mechanisms.losses import _clip_rows
-from dpaudit.mechanisms.validation import check_choice, check_real
+from dpaudit.core.validation import check_choice, check_real
 
 __all__ = ["ProjectedKernel", "STEPS"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from typing import Any, TypeVar
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["NoiseKind", "Relation", "SHUFFLED", "Sampling", "check_enum"]
 

@@ -41,9 +41,9 @@ import numpy as np
 import torch
 
 from dpaudit.mechanisms.domains import Domain
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.user_loss import USER_LOSS, is_user_loss, load_gradient, user_gradients
-from dpaudit.mechanisms.validation import check_choice, check_real
+from dpaudit.core.validation import check_choice, check_real
 
 __all__ = ["LOSS_NAMES", "NONCONVEX_LOSSES", "Loss", "make_loss"]
 

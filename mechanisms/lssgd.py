@@ -34,7 +34,7 @@ import torch
 
 from dpaudit.mechanisms.base import param, register
 from dpaudit.mechanisms.dpsgd import DPSGD
-from dpaudit.mechanisms.validation import check_real
+from dpaudit.core.validation import check_real
 
 __all__ = ["DENSE_MAX_DIM", "DPLSSGD", "laplacian_smooth", "smoothing_denominator", "smoothing_matrix"]
 

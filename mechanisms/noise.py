@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dpaudit.mechanisms.kinds import NoiseKind
+from dpaudit.core.kinds import NoiseKind
 
 __all__ = ["StepNoise", "draw", "gaussian", "laplace", "uniform"]
 

@@ -11,8 +11,8 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_choice, suggestion
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_choice, suggestion
 
 if TYPE_CHECKING:
     from dpaudit.mechanisms.base import Mechanism

@@ -26,10 +26,10 @@ import torch
 from dpaudit.mechanisms import noise
 from dpaudit.mechanisms.base import param, register
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import NotExact, ParameterError
+from dpaudit.core.errors import NotExact, ParameterError
 from dpaudit.mechanisms.iterative import ITERATIVE_CANARIES, IterativeMechanism, injected_rows
 from dpaudit.mechanisms.losses import Loss, _clip_rows, make_loss
-from dpaudit.mechanisms.validation import check_choice, check_int, check_real
+from dpaudit.core.validation import check_choice, check_int, check_real
 
 __all__ = ["MultiEpochPNSGD", "PNSGD", "VARIANTS"]
 

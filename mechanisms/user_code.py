@@ -5,7 +5,7 @@ search (``dpaudit search --function``), a model factory or a loss in a
 config. A file path is resolved against ``base`` (the config file's folder)
 when it is relative. The loaded module is kept in :data:`sys.modules` under a
 name derived from its resolved path, so the audit's fingerprint
-(:mod:`dpaudit.audit.jobs.fingerprint`) reads its source, and a changed file
+(:mod:`dpaudit.auditing.jobs.fingerprint`) reads its source, and a changed file
 changes the audit's identity.
 """
 
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["UserCode", "load_object", "parse_spec"]
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.user_code import load_object, parse_spec
 
 __all__ = ["USER_LOSS", "is_user_loss", "load_gradient", "user_gradients"]

@@ -8,7 +8,7 @@ import numbers
 from collections.abc import Iterable
 from typing import Any
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 __all__ = [
     "check_choice",

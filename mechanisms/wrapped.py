@@ -11,8 +11,8 @@ import torch
 
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_int
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_int
 
 __all__ = ["BatchedCallableMechanism", "CallableMechanism", "from_batched_callable", "from_callable"]
 

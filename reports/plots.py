@@ -18,7 +18,7 @@ from matplotlib.ticker import MaxNLocator
 from dpaudit.reports.text import tightest_claim
 
 if TYPE_CHECKING:
-    from dpaudit.audit.jobs.result import AuditResult, IndexResult
+    from dpaudit.auditing.jobs.result import AuditResult, IndexResult
 
 __all__ = ["ceiling_band", "epsilon_by_index", "histograms", "privacy_profile", "roc", "to_svg"]
 
@@ -243,6 +243,6 @@ def _strongest(result: "AuditResult") -> "IndexResult":
 
 
 def _typed(result: "AuditResult | dict[str, Any]") -> "AuditResult":
-    from dpaudit.audit.jobs.result import load_result
+    from dpaudit.auditing.jobs.result import load_result
 
     return load_result(result)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dpaudit.audit.jobs.result import AuditResult, load_result
+from dpaudit.auditing.jobs.result import AuditResult, load_result
 from dpaudit.reports.text import markdown, verdict_sentence
 
 __all__ = ["FORMATS", "as_document", "render", "verdict_sentence", "write_all", "write_text_atomic"]

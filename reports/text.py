@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dpaudit.audit.jobs.result import AuditResult, ClaimEntry, IndexResult, load_result
-from dpaudit.audit.checks.verdict import applicable_bounds
+from dpaudit.auditing.jobs.result import AuditResult, ClaimEntry, IndexResult, load_result
+from dpaudit.auditing.checks.verdict import applicable_bounds
 
 __all__ = ["BAND_WORDS", "CEILING_WORDS", "band_text", "claims_rows", "estimate_rows", "gdp_sentence", "index_rows",
            "markdown", "md", "notable_sentences", "num", "one_run_lines", "portfolio_rows", "reading_guide",

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 import dpaudit
-from dpaudit.audit.statistics.ceiling import statistical_ceiling
+from dpaudit.auditing.statistics.ceiling import statistical_ceiling
 from dpaudit.mechanisms.dataset import as_dataset
 
 SENTINEL = -1000.0  #: "below the threshold"

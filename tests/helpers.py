@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.audit.jobs.runner import RunOptions, run_audits
+from dpaudit.auditing.jobs.runner import RunOptions, run_audits
 
 
 def run_documents(configs, options: RunOptions) -> list[dict[str, Any]]:

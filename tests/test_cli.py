@@ -107,7 +107,7 @@ def test_help_and_version_start_fast_without_torch():
 
 
 def test_estimate_threshold_choices_match_the_estimators():
-    from dpaudit.audit.statistics.estimators import STRATEGIES
+    from dpaudit.auditing.statistics.estimators import STRATEGIES
     from dpaudit.commands import estimate
 
     assert estimate.STRATEGIES == STRATEGIES

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dpaudit.audit.statistics.ceiling import exact_ceiling
+from dpaudit.auditing.statistics.ceiling import exact_ceiling
 from dpaudit.cli import main
 from dpaudit.mechanisms.accounting.last_iterate import count_mixture
 

@@ -50,7 +50,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 @pytest.fixture
 def dp_audit(request: pytest.FixtureRequest):
     """A callable ``(mechanism, *, epsilon, delta, **kwargs) -> summary`` that fails the test on a violation."""
-    from dpaudit.audit.checks.regression import PrivacyViolation, assert_private
+    from dpaudit.auditing.checks.regression import PrivacyViolation, assert_private
 
     config = request.config
     marker = request.node.get_closest_marker("dp_audit")

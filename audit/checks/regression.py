@@ -12,14 +12,14 @@ import dataclasses
 from typing import Any
 
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.audit.jobs.api import audit
-from dpaudit.audit.jobs.job import AUDIT_DEFAULTS, AuditJob, make_job
-from dpaudit.audit.jobs.runner import RunOptions, run_audits
-from dpaudit.audit.jobs.store import MEMORY
-from dpaudit.audit.statistics.budget import check_budget
+from dpaudit.auditing.jobs.api import audit
+from dpaudit.auditing.jobs.job import AUDIT_DEFAULTS, AuditJob, make_job
+from dpaudit.auditing.jobs.runner import RunOptions, run_audits
+from dpaudit.auditing.jobs.store import MEMORY
+from dpaudit.auditing.statistics.budget import check_budget
 from dpaudit.mechanisms.base import Mechanism
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_real
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_real
 
 __all__ = ["PrivacyViolation", "assert_private"]
 

@@ -39,7 +39,7 @@ certifying trials (docs/theory.md 3.8).
 
 For a function of a vector of query answers (``queries=n``: a dataset of
 ``n`` records, the answers) the candidates are instead the standard input
-patterns of StatDP and DP-Sniper (:mod:`dpaudit.audit.checks.vector_pairs`), and the
+patterns of StatDP and DP-Sniper (:mod:`dpaudit.auditing.checks.vector_pairs`), and the
 chosen pair is certified with the audit's default portfolio unless a score
 is named.
 """
@@ -53,16 +53,16 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.audit.checks.vector_pairs import SCREEN_SCORES as VECTOR_SCORES
-from dpaudit.audit.checks.vector_pairs import screen_pair
-from dpaudit.audit.jobs.job import make_job
-from dpaudit.audit.jobs.result import AuditResult
-from dpaudit.audit.jobs.runner import RunOptions, run_audits
-from dpaudit.audit.jobs.store import MEMORY
+from dpaudit.auditing.checks.vector_pairs import SCREEN_SCORES as VECTOR_SCORES
+from dpaudit.auditing.checks.vector_pairs import screen_pair
+from dpaudit.auditing.jobs.job import make_job
+from dpaudit.auditing.jobs.result import AuditResult
+from dpaudit.auditing.jobs.runner import RunOptions, run_audits
+from dpaudit.auditing.jobs.store import MEMORY
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_int, check_real
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_int, check_real
 
 __all__ = ["Candidate", "SearchResult", "candidate_pairs", "screen_rounds", "search", "special_values"]
 
@@ -407,7 +407,7 @@ def _search_vectors(mechanism: Mechanism, *, queries: int, center: float, sensit
                     epsilon: float | None, score: str | None, trials: int, screen_trials: int, delta: float,
                     confidence: float, seed: int, title: str | None) -> SearchResult:
     """:func:`search` over the standard input patterns of a function of ``queries`` answers."""
-    from dpaudit.audit.checks.vector_pairs import screen_vector_pairs
+    from dpaudit.auditing.checks.vector_pairs import screen_vector_pairs
 
     if epsilon is not None:
         epsilon = check_real("epsilon", epsilon, nonnegative=True)

@@ -46,11 +46,11 @@ from dpaudit.attacks.discrete import fit_discrete
 from dpaudit.attacks.score_protocol import fitted_declined
 from dpaudit.attacks.scores import fit_score
 from dpaudit.attacks.value_counts import record_groups
-from dpaudit.audit.statistics.confidence import cp_upper
+from dpaudit.auditing.statistics.confidence import cp_upper
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import Relation
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.kinds import Relation
 
 __all__ = ["RELATIONS", "VectorCandidate", "pattern_pairs", "screen_epsilon", "screen_pair", "screen_vector_pairs"]
 

@@ -1,6 +1,6 @@
 """Audits from Python: :func:`audit` runs one audit in memory and returns its result.
 
-It builds an :class:`~dpaudit.audit.jobs.job.AuditJob` and runs it through the
+It builds an :class:`~dpaudit.auditing.jobs.job.AuditJob` and runs it through the
 same runner as ``dpaudit run`` (an in-memory store, one worker by default),
 so an audit from Python and one from a config with the same seed and chunk
 size certify the same numbers.
@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
-from dpaudit.audit.jobs.job import AUDIT_DEFAULTS, AuditSettings, make_job
-from dpaudit.audit.jobs.result import AuditResult
-from dpaudit.audit.jobs.runner import RunOptions, run_audits
-from dpaudit.audit.jobs.store import MEMORY
+from dpaudit.auditing.jobs.job import AUDIT_DEFAULTS, AuditSettings, make_job
+from dpaudit.auditing.jobs.result import AuditResult
+from dpaudit.auditing.jobs.runner import RunOptions, run_audits
+from dpaudit.auditing.jobs.store import MEMORY
 from dpaudit.mechanisms.base import Mechanism
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["audit", "make_job", "make_one_run_job"]
 
@@ -26,7 +26,7 @@ def make_one_run_job(mechanism: Mechanism | None, *, design: str, canaries: int 
                      one_run_method: str | None, canary: Any, title: str | None, claimed_epsilon: float | None,
                      sequential: bool, given: Mapping[str, Any], **settings: Any) -> Any:
     """The ``OneRunJob`` of ``audit(..., design="one-run")``; arguments of the other design are refused."""
-    from dpaudit.audit.jobs.one_run_design import ONE_RUN_DEFAULTS, OneRunJob
+    from dpaudit.auditing.jobs.one_run_design import ONE_RUN_DEFAULTS, OneRunJob
 
     if design != "one-run":
         raise ParameterError(f"canaries, runs and one_run_method apply to design='one-run', got design={design!r}")
@@ -84,7 +84,7 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
         registered score that applies (projection, gaussian, logistic, mlp, float-bits, exact, the
         model scores, discrete, median, and any score another module registers).
     estimators : sequence of Estimator, optional
-        Estimators run after the built-ins (``dpaudit.audit.statistics.certify.Estimator``: ``name``, ``plan``,
+        Estimators run after the built-ins (``dpaudit.auditing.statistics.certify.Estimator``: ``name``, ``plan``,
         ``finish``); each shows in ``result.empirical.estimates`` and the reports.
     sequential : bool
         Look at the data after 1, 2, 4, ... certification chunks (planned from the budget), the final
@@ -134,7 +134,7 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
         if given or sequential or store != MEMORY or workers != 1:
             raise ParameterError(f"search chooses the pair itself and runs in memory; it takes no "
                                  f"{', '.join(given) or 'sequential, store or workers'}")
-        from dpaudit.audit.checks.search import search as search_pairs
+        from dpaudit.auditing.checks.search import search as search_pairs
 
         unknown = sorted(set(settings) - {"trials", "delta", "confidence", "seed"})
         if unknown:

@@ -1,4 +1,4 @@
-"""Build the :class:`~dpaudit.audit.jobs.result.AuditResult` of one audit from its scores: the one place it is made.
+"""Build the :class:`~dpaudit.auditing.jobs.result.AuditResult` of one audit from its scores: the one place it is made.
 
 With ``K`` canary positions each position is certified at confidence
 ``1 - beta / K`` (a union bound), so that every per-index statement, and the
@@ -11,15 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.attacks.canaries import CanaryPair
-from dpaudit.audit.statistics.ceiling import CeilingBand, exact_ceiling_band
-from dpaudit.audit.statistics.certify import PROFILE_EPSILONS
-from dpaudit.audit.jobs.fingerprint import code_version
-from dpaudit.audit.jobs.job import AuditJob
-from dpaudit.audit.jobs.result import AuditResult, ClaimEntry, Empirical, IndexResult
-from dpaudit.audit.jobs.streaming import ScoreSource, certify_source
-from dpaudit.audit.checks.verdict import combine, compare
+from dpaudit.auditing.statistics.ceiling import CeilingBand, exact_ceiling_band
+from dpaudit.auditing.statistics.certify import PROFILE_EPSILONS
+from dpaudit.auditing.jobs.fingerprint import code_version
+from dpaudit.auditing.jobs.job import AuditJob
+from dpaudit.auditing.jobs.result import AuditResult, ClaimEntry, Empirical, IndexResult
+from dpaudit.auditing.jobs.streaming import ScoreSource, certify_source
+from dpaudit.auditing.checks.verdict import combine, compare
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
-from dpaudit.mechanisms.errors import NotExact
+from dpaudit.core.errors import NotExact
 from dpaudit.mechanisms.hooks import ScoreLaw
 
 __all__ = ["CLAIMED", "assemble", "claim_entries", "claimed_entry"]

@@ -14,10 +14,10 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from dpaudit.mechanisms.errors import DPAuditError, ParameterError
+from dpaudit.core.errors import DPAuditError, ParameterError
 
 if TYPE_CHECKING:
-    from dpaudit.audit.jobs.runner import RunOptions
+    from dpaudit.auditing.jobs.runner import RunOptions
 
 __all__ = ["check_scheduler", "execution_backend"]
 

@@ -6,7 +6,7 @@ A config has an optional top-level ``title`` and the tables ``[mechanism]``
 per combination. Configs are data: parsing never executes code, except the
 model factory a config names itself (``model = "file.py:factory"``, loaded
 from the config's folder). ``[audit] design = "one-run"`` and its keys are
-read by :mod:`dpaudit.audit.jobs.one_run_config`.
+read by :mod:`dpaudit.auditing.jobs.one_run_config`.
 
 Errors are :class:`ConfigError` (a ``ParameterError``) naming the file, the
 table, the key and the value.
@@ -26,11 +26,11 @@ from typing import Any
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
 from dpaudit.attacks.scores import AUTO, SCORES, get_score, score_needs_calibration
-from dpaudit.audit.statistics.budget import MAX_SWEEP, Estimate, check_budget
-from dpaudit.audit.jobs.job import AUDIT_DEFAULTS, AuditJob, AuditSettings, check_setting
-from dpaudit.audit.jobs.one_run_config import one_run_job, one_run_keys
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import suggestion
+from dpaudit.auditing.statistics.budget import MAX_SWEEP, Estimate, check_budget
+from dpaudit.auditing.jobs.job import AUDIT_DEFAULTS, AuditJob, AuditSettings, check_setting
+from dpaudit.auditing.jobs.one_run_config import one_run_job, one_run_keys
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import suggestion
 
 __all__ = ["AuditConfig", "ConfigError", "load_configs", "parse_config"]
 

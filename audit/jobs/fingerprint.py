@@ -21,7 +21,7 @@ from typing import Any
 
 __all__ = ["code_fingerprint", "code_version", "object_fingerprint", "package_fingerprint"]
 
-_SUBPACKAGES = ("dpaudit", "dpaudit.mechanisms", "dpaudit.attacks", "dpaudit.audit", "dpaudit.reports")
+_SUBPACKAGES = ("dpaudit", "dpaudit.mechanisms", "dpaudit.attacks", "dpaudit.auditing", "dpaudit.reports")
 
 
 def code_version() -> str:

@@ -20,13 +20,13 @@ import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
 from dpaudit.attacks.scores import AUTO, Score, registered_scores, resolve_scores, score_needs_calibration
-from dpaudit.audit.statistics.estimators import STRATEGIES
-from dpaudit.audit.statistics.certify import Estimator, check_estimators
-from dpaudit.audit.jobs.fingerprint import code_fingerprint, object_fingerprint
+from dpaudit.auditing.statistics.estimators import STRATEGIES
+from dpaudit.auditing.statistics.certify import Estimator, check_estimators
+from dpaudit.auditing.jobs.fingerprint import code_fingerprint, object_fingerprint
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import as_dataset
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import Relation
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.kinds import Relation
 
 __all__ = ["AUDIT_DEFAULTS", "AuditJob", "AuditSettings", "check_setting", "dataset_pair_relation", "make_job",
            "pair_digest"]
@@ -259,7 +259,7 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
              index: Any = None, score: Any = None, title: str | None = None,
              estimators: Sequence[Any] = (), sequential: bool = False, claimed_epsilon: float | None = None,
              calibration_chunk: int | None = None, **settings: Any) -> AuditJob:
-    """The :class:`AuditJob` that :func:`dpaudit.audit.jobs.api.audit` runs (same arguments)."""
+    """The :class:`AuditJob` that :func:`dpaudit.auditing.jobs.api.audit` runs (same arguments)."""
     given = [name for name, value in (("pair", pair), ("dataset_pair", dataset_pair), ("canary", canary))
              if value is not None]
     if len(given) > 1:

@@ -1,7 +1,7 @@
 """The ``[audit]`` keys of the one-run design in a config, and the ``OneRunJob`` of such a config.
 
 ``design = "one-run"`` with ``canaries``, ``runs`` and ``one_run_method``
-(defaults in :data:`dpaudit.audit.jobs.one_run_design.ONE_RUN_DEFAULTS`); the
+(defaults in :data:`dpaudit.auditing.jobs.one_run_design.ONE_RUN_DEFAULTS`); the
 keys of the design of many trainings (``trials``, ``threshold``, ...),
 ``[attack]`` and every ``[canary]`` key but ``kind`` are refused, naming
 them (docs/guide.md, "One training run or many").
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpaudit.audit.jobs.job import AuditSettings
-from dpaudit.audit.jobs.one_run_design import DESIGNS, ONE_RUN_DEFAULTS, OneRunJob
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import suggestion
+from dpaudit.auditing.jobs.job import AuditSettings
+from dpaudit.auditing.jobs.one_run_design import DESIGNS, ONE_RUN_DEFAULTS, OneRunJob
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import suggestion
 
 __all__ = ["one_run_job", "one_run_keys"]
 

@@ -17,7 +17,7 @@ batches a zero-out neighbour).
 
 The scores and inclusion bits of every run are stored as chunks of the
 audit (one per run and side), so a run killed midway resumes, and certified
-by :mod:`dpaudit.audit.jobs.one_run_result` (``run_one_run``).
+by :mod:`dpaudit.auditing.jobs.one_run_result` (``run_one_run``).
 
 References
 ----------
@@ -37,13 +37,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from dpaudit.audit.jobs.fingerprint import code_fingerprint
-from dpaudit.audit.jobs.job import AuditSettings
-from dpaudit.audit.statistics.one_run_fdp import METHODS
+from dpaudit.auditing.jobs.fingerprint import code_fingerprint
+from dpaudit.auditing.jobs.job import AuditSettings
+from dpaudit.auditing.statistics.one_run_fdp import METHODS
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_choice, check_int
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_choice, check_int
 
 __all__ = ["DESIGNS", "ONE_RUN_DEFAULTS", "ONE_RUN_KINDS", "OneRunJob", "canary_scores", "draw_canaries",
            "train_and_score"]

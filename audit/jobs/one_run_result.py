@@ -28,14 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.audit.jobs.assemble import claim_entries
-from dpaudit.audit.jobs.fingerprint import code_version
-from dpaudit.audit.jobs.one_run_design import OneRunJob, train_and_score
-from dpaudit.audit.statistics.one_run_fdp import METHODS, OneRunAudit, one_run_audit
-from dpaudit.audit.jobs.result import AuditResult, Empirical, EstimateEntry, IndexResult
-from dpaudit.audit.checks.verdict import compare
+from dpaudit.auditing.jobs.assemble import claim_entries
+from dpaudit.auditing.jobs.fingerprint import code_version
+from dpaudit.auditing.jobs.one_run_design import OneRunJob, train_and_score
+from dpaudit.auditing.statistics.one_run_fdp import METHODS, OneRunAudit, one_run_audit
+from dpaudit.auditing.jobs.result import AuditResult, Empirical, EstimateEntry, IndexResult
+from dpaudit.auditing.checks.verdict import compare
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
-from dpaudit.mechanisms.kinds import Relation
+from dpaudit.core.kinds import Relation
 
 __all__ = ["METHOD_NAMES", "gaussian_pair_estimate", "one_run_estimates", "one_run_result", "relation_of",
            "run_one_run"]

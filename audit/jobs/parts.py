@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable
 
 from dpaudit.attacks.score_protocol import ScoreFunction, fitted_calibration_share
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["calibration_chunks", "calibration_trials", "chunk_sizes", "requested_calibration"]
 

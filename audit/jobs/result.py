@@ -1,6 +1,6 @@
 """The result of an audit: typed, frozen, and serialised with the JSON keys of docs/design.md.
 
-:class:`AuditResult` is built in one place (``dpaudit.audit.jobs.assemble``) and
+:class:`AuditResult` is built in one place (``dpaudit.auditing.jobs.assemble``) and
 never edited afterwards; :meth:`AuditResult.to_dict` gives the JSON document
 and :func:`load_result` reads one back (from a dict, a JSON file or a store),
 checking its ``schema_version``. Reports render an :class:`AuditResult`.
@@ -24,7 +24,7 @@ from typing import Any
 
 from dpaudit.mechanisms.accounting.entry import ClaimEntry
 from dpaudit.mechanisms.accounting.entry import as_plain as _plain
-from dpaudit.mechanisms.errors import DPAuditError
+from dpaudit.core.errors import DPAuditError
 
 __all__ = ["SCHEMA_VERSION", "AuditResult", "ClaimEntry", "Empirical", "EstimateEntry", "IndexResult", "ResultError", "load_result"]
 
@@ -94,7 +94,7 @@ class Empirical:
 
     @classmethod
     def from_certification(cls, certification: Any, trials: int) -> "Empirical":
-        """From a :class:`~dpaudit.audit.jobs.streaming.Certification` (every estimator that ran is listed)."""
+        """From a :class:`~dpaudit.auditing.jobs.streaming.Certification` (every estimator that ran is listed)."""
         eps, gdp = certification.epsilon, certification.gdp
         profile = certification.estimates.get("profile")
         return cls(
@@ -286,7 +286,7 @@ def load_result(source: "AuditResult | Mapping[str, Any] | str | Path", *, store
         return AuditResult.from_dict(document)
     if store is None:
         raise ResultError(f"no result file {source!s} (give a JSON file, or an audit id with a store)")
-    from dpaudit.audit.jobs.store import Store
+    from dpaudit.auditing.jobs.store import Store
 
     with Store(store) as opened:
         return AuditResult.from_dict(opened.get_result(str(source)))

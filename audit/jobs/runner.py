@@ -28,18 +28,18 @@ from joblib import Parallel, delayed
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import ScoreFunction
-from dpaudit.audit.jobs.assemble import assemble
-from dpaudit.audit.statistics.budget import check_budget
-from dpaudit.audit.jobs.fingerprint import code_version
-from dpaudit.audit.jobs.backend import check_scheduler, execution_backend
-from dpaudit.audit.jobs.job import AuditJob
-from dpaudit.audit.jobs.parts import calibration_chunks, calibration_trials, chunk_sizes, requested_calibration
-from dpaudit.audit.statistics.portfolio import Candidate, choose_score
-from dpaudit.audit.statistics.sequential import Looks, plan_looks
-from dpaudit.audit.jobs.result import AuditResult
-from dpaudit.audit.jobs.store import ChunkKey, Store, new_owner
-from dpaudit.audit.jobs.store_source import store_sources
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.auditing.jobs.assemble import assemble
+from dpaudit.auditing.statistics.budget import check_budget
+from dpaudit.auditing.jobs.fingerprint import code_version
+from dpaudit.auditing.jobs.backend import check_scheduler, execution_backend
+from dpaudit.auditing.jobs.job import AuditJob
+from dpaudit.auditing.jobs.parts import calibration_chunks, calibration_trials, chunk_sizes, requested_calibration
+from dpaudit.auditing.statistics.portfolio import Candidate, choose_score
+from dpaudit.auditing.statistics.sequential import Looks, plan_looks
+from dpaudit.auditing.jobs.result import AuditResult
+from dpaudit.auditing.jobs.store import ChunkKey, Store, new_owner
+from dpaudit.auditing.jobs.store_source import store_sources
+from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.models.progress import training_progress
 
 if TYPE_CHECKING:
@@ -245,7 +245,7 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
 
 def _with_one_run(jobs: list, options: RunOptions) -> list[AuditResult]:
     """Run one-run audits (``audit.jobs.one_run_design``) one after the other, the others together; results in order."""
-    from dpaudit.audit.jobs.one_run_result import run_one_run
+    from dpaudit.auditing.jobs.one_run_result import run_one_run
 
     many = [job for job in jobs if getattr(job, "design", "many-runs") != "one-run"]
     done = iter(run_audits(many, options) if many else [])

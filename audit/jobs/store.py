@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.mechanisms.errors import DPAuditError
+from dpaudit.core.errors import DPAuditError
 
 __all__ = ["ChunkKey", "LEASE_SECONDS", "MEMORY", "Store", "StoreError", "STORE_SCHEMA", "new_owner"]
 

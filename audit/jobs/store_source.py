@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import numpy as np
 
 from dpaudit.attacks.score_protocol import fitted_tail_model
-from dpaudit.audit.jobs.store import Store
-from dpaudit.mechanisms.errors import NotExact
+from dpaudit.auditing.jobs.store import Store
+from dpaudit.core.errors import NotExact
 
 __all__ = ["StoreSource", "store_sources"]
 

@@ -1,7 +1,7 @@
 """Certification from counts, accumulated chunk by chunk (the main process never holds every score).
 
 Every estimator fixes its orientation and thresholds on the calibration
-scores (:func:`~dpaudit.audit.statistics.estimators.plan_epsilon` and friends); after
+scores (:func:`~dpaudit.auditing.statistics.estimators.plan_epsilon` and friends); after
 that a certified bound needs only how many certification scores of each side
 fall on each side of each threshold. :class:`StreamingCertifier` adds those
 counts up one chunk at a time, together with the binned counts the figures
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dpaudit.audit.statistics.certify import (
+from dpaudit.auditing.statistics.certify import (
     BUILTIN_ESTIMATORS,
     PROFILE_EPSILONS,
     CertifySettings,
@@ -27,11 +27,11 @@ from dpaudit.audit.statistics.certify import (
     Estimator,
     check_estimators,
 )
-from dpaudit.audit.statistics.confidence import Counts, ThresholdPlan, check_scores
-from dpaudit.audit.statistics.hedged import PlanFamily
-from dpaudit.audit.statistics.tilt import TAIL_MODELS
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_choice
+from dpaudit.auditing.statistics.confidence import Counts, ThresholdPlan, check_scores
+from dpaudit.auditing.statistics.hedged import PlanFamily
+from dpaudit.auditing.statistics.tilt import TAIL_MODELS
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_choice
 
 __all__ = ["ArraySource", "Certification", "PROFILE_EPSILONS", "ScoreSource", "StreamingCertifier",
            "certify_source"]

@@ -3,7 +3,7 @@
 From the mechanism, the number of canary positions and the settings, this
 estimates (roughly, erring high) the memory of the main process and of the
 workers, the store's growth on disk, the number of chunks and the time, and
-refuses with a :class:`~dpaudit.mechanisms.errors.ParameterError` that names
+refuses with a :class:`~dpaudit.core.errors.ParameterError` that names
 the parameter responsible and the estimate, before a single array is made.
 
 The memory budget defaults to half of the machine's physical memory
@@ -21,9 +21,9 @@ import re
 import shutil
 from pathlib import Path
 
-from dpaudit.audit.jobs.job import AuditSettings
+from dpaudit.auditing.jobs.job import AuditSettings
 from dpaudit.mechanisms.base import Mechanism
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["Estimate", "MAX_CHUNKS", "MAX_SWEEP", "check_budget", "default_memory_budget", "estimate",
            "parse_size", "format_bytes"]

@@ -26,9 +26,9 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import ndtr
 
-from dpaudit.audit.statistics.conditional import conditional_epsilon, conditional_epsilon_estimate
-from dpaudit.audit.statistics.confidence import check_confidence, check_delta, cp_upper
-from dpaudit.mechanisms.validation import check_int
+from dpaudit.auditing.statistics.conditional import conditional_epsilon, conditional_epsilon_estimate
+from dpaudit.auditing.statistics.confidence import check_confidence, check_delta, cp_upper
+from dpaudit.core.validation import check_int
 
 __all__ = ["BAND_DRAWS", "BAND_LEVEL", "BAND_SEED", "CeilingBand", "exact_ceiling", "exact_ceiling_band",
            "gaussian_ceiling", "gaussian_ceiling_band", "statistical_ceiling", "statistical_ceiling_band"]

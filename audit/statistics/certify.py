@@ -7,12 +7,12 @@ An estimator is any object with a ``name`` and two methods:
   one chunk of certification scores of side ``"a"`` (``S``) or ``"b"``
   (``S'``) that the bound needs (they are added up over chunks).
 - ``finish(plan, counts, settings) -> estimate``: the certified record, from
-  the summed :class:`~dpaudit.audit.statistics.confidence.Counts` (``false_positives``
+  the summed :class:`~dpaudit.auditing.statistics.confidence.Counts` (``false_positives``
   are side ``a``'s counts, ``false_negatives`` side ``b``'s). The record has
   ``quantity`` (what is bounded, e.g. ``"epsilon >="``), ``value``,
   ``method``, ``confidence`` and ``to_dict()``.
 
-:class:`~dpaudit.audit.jobs.streaming.StreamingCertifier` iterates over the
+:class:`~dpaudit.auditing.jobs.streaming.StreamingCertifier` iterates over the
 estimators; results list every estimate (``empirical.estimates``) and the
 reports show whichever ran. The built-ins (:data:`BUILTIN_ESTIMATORS`)
 always run: the verdict uses ``epsilon``; ``dpaudit.audit(..., estimators=[...])``
@@ -28,10 +28,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from dpaudit.audit.statistics.confidence import Counts
-from dpaudit.audit.statistics.estimators import (finish_epsilon, finish_gdp, finish_profile, plan_epsilon, plan_gdp,
+from dpaudit.auditing.statistics.confidence import Counts
+from dpaudit.auditing.statistics.estimators import (finish_epsilon, finish_gdp, finish_profile, plan_epsilon, plan_gdp,
                                                 plan_profile)
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["BUILTIN_ESTIMATORS", "CertifySettings", "CountPlan", "Estimate", "Estimator", "PROFILE_EPSILONS",
            "check_estimators"]

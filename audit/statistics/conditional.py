@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import gammaln
 
-from dpaudit.audit.statistics.confidence import cp_lower, cp_upper
+from dpaudit.auditing.statistics.confidence import cp_lower, cp_upper
 
 __all__ = ["RATE_SHARE", "conditional_epsilon", "conditional_epsilon_estimate", "conditional_parts",
            "odds_ratio_lower"]

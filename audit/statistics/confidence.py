@@ -26,7 +26,7 @@ import math
 import numpy as np
 from scipy.special import betainccinv, betaincinv
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 __all__ = [
     "Counts",
@@ -72,7 +72,7 @@ class ThresholdPlan:
     ``tie_seed``, independent of the outputs); ``g = 1`` is the test
     ``s >= t``. Certification then needs only the counts :meth:`count`
     returns, so they can be accumulated chunk by chunk
-    (:mod:`dpaudit.audit.jobs.streaming`) and the result equals that of the
+    (:mod:`dpaudit.auditing.jobs.streaming`) and the result equals that of the
     whole arrays.
     """
 

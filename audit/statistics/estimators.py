@@ -15,7 +15,7 @@ in the result. Each estimator's statement holds at its own confidence
 (several estimators on the same scores are not simultaneous).
 
 Orientation: whether high or low scores point to ``S'`` is chosen on the
-calibration scores (:func:`dpaudit.audit.statistics.thresholds.orientation`), so either order of the two arrays
+calibration scores (:func:`dpaudit.auditing.statistics.thresholds.orientation`), so either order of the two arrays
 gives the same bound and the choice costs nothing.
 
 Strategies: ``"split"`` certifies at the one threshold whose bound is
@@ -36,15 +36,15 @@ import functools
 import numpy as np
 from scipy.special import ndtri
 
-from dpaudit.audit.statistics.conditional import RATE_SHARE, conditional_parts
-from dpaudit.audit.statistics.confidence import (
+from dpaudit.auditing.statistics.conditional import RATE_SHARE, conditional_parts
+from dpaudit.auditing.statistics.confidence import (
     Counts,
     ThresholdPlan,
     check_confidence,
     check_delta,
     cp_upper,
 )
-from dpaudit.audit.statistics.thresholds import (
+from dpaudit.auditing.statistics.thresholds import (
     PLANNING_LEVELS,
     STRATEGIES,
     calibration_sizes,
@@ -59,12 +59,12 @@ from dpaudit.audit.statistics.thresholds import (
     round_down,
     thresholds_for,
 )
-from dpaudit.audit.statistics.hedged import THIN_SPAN, PlanFamily, family_of, finish_family, splits_end_atom
-from dpaudit.audit.statistics.records import EpsilonBound, GDPBound, ProfileBound
-from dpaudit.audit.statistics.tilt import TAIL_MODELS, fit_tilt
+from dpaudit.auditing.statistics.hedged import THIN_SPAN, PlanFamily, family_of, finish_family, splits_end_atom
+from dpaudit.auditing.statistics.records import EpsilonBound, GDPBound, ProfileBound
+from dpaudit.auditing.statistics.tilt import TAIL_MODELS, fit_tilt
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_choice
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_choice
 
 __all__ = [
     "Counts",
@@ -123,7 +123,7 @@ def plan_epsilon(cal_a, cal_b, *, delta: float, confidence: float, threshold: st
     holds fewer than ``audit.statistics.hedged.THIN_SPAN`` times the planning floor of calibration trials,
     the best whose smaller side holds at least that many (a planned test's side holds fewer than
     ``widest``), and the tilt's, are certified together
-    (:class:`~dpaudit.audit.statistics.hedged.PlanFamily`), less any that takes part of the scores' end
+    (:class:`~dpaudit.auditing.statistics.hedged.PlanFamily`), less any that takes part of the scores' end
     atom (``audit.statistics.hedged.splits_end_atom``) while another is left.
     """
     delta, beta = check_delta(delta), 1 - check_confidence(confidence)

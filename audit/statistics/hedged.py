@@ -48,8 +48,8 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.audit.statistics.confidence import Counts, ThresholdPlan
-from dpaudit.audit.statistics.records import EpsilonBound
+from dpaudit.auditing.statistics.confidence import Counts, ThresholdPlan
+from dpaudit.auditing.statistics.records import EpsilonBound
 
 __all__ = ["HEDGE_MEMBERS", "THIN_SPAN", "PlanFamily", "family_of", "finish_family", "splits_end_atom"]
 

@@ -22,9 +22,9 @@ import math
 import numpy as np
 from scipy.stats import binom
 
-from dpaudit.audit.statistics.confidence import check_confidence, check_delta
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_int
+from dpaudit.auditing.statistics.confidence import check_confidence, check_delta
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_int
 
 __all__ = ["MU_MAX", "OneRunBound", "largest_rejected_mu", "one_run_epsilon", "one_run_from_scores"]
 

@@ -1,6 +1,6 @@
 """One-run audits in f-DP (Mahloujifar, Melis, Chaudhuri 2024), and the choice of the number of guesses.
 
-The game is that of :mod:`dpaudit.audit.statistics.one_run`: ``m`` canaries, each
+The game is that of :mod:`dpaudit.auditing.statistics.one_run`: ``m`` canaries, each
 included with probability 1/2 independently before the run; the attacker
 guesses inclusion for some ``r`` of them and abstains on the rest; ``v``
 guesses are right. Steinke et al. bound the chance of ``v`` right guesses
@@ -51,12 +51,12 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from dpaudit.audit.statistics.confidence import check_confidence, check_delta
-from dpaudit.audit.statistics.one_run import largest_rejected_mu, one_run_epsilon
-from dpaudit.audit.statistics.one_run_tail import tail_mu_lower_bound
+from dpaudit.auditing.statistics.confidence import check_confidence, check_delta
+from dpaudit.auditing.statistics.one_run import largest_rejected_mu, one_run_epsilon
+from dpaudit.auditing.statistics.one_run_tail import tail_mu_lower_bound
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_choice, check_int
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_choice, check_int
 
 __all__ = ["GUESS_RULES", "METHODS", "OneRunAudit", "fdp_rejects", "fdp_mu_lower_bound", "one_run_audit",
            "guess_grid"]

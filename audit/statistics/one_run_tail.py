@@ -1,6 +1,6 @@
 """The one-run tail bound of Xiang, Wang, Xiao, Tian and Wang (2025) in the Gaussian family, docs/theory.md 9.
 
-The game of :mod:`dpaudit.audit.statistics.one_run`: ``m`` canaries, each included with
+The game of :mod:`dpaudit.auditing.statistics.one_run`: ``m`` canaries, each included with
 probability 1/2; the auditor guesses the ``r`` canaries it is most confident
 about (the top and bottom scores) and makes ``u`` errors. Xiang et al. model
 the audit as ``m`` uses of the null mechanism's channel read by the optimal
@@ -39,7 +39,7 @@ from scipy.special import ndtr, ndtri
 from scipy.stats import beta as beta_law
 from scipy.stats import binom
 
-from dpaudit.audit.statistics.one_run import largest_rejected_mu
+from dpaudit.auditing.statistics.one_run import largest_rejected_mu
 
 __all__ = ["CELLS", "tail_mu_lower_bound", "tail_p_values"]
 
@@ -87,7 +87,7 @@ def tail_p_values(mu, *, canaries: int, guesses: int, errors: int, cells: int = 
 
 def tail_mu_lower_bound(*, canaries: int, guesses: int, correct: int, failure: float, beat: float = 0.0) -> float:
     """The largest mu the counts reject at level ``failure`` (0 if none), rounded down; as
-    :func:`dpaudit.audit.statistics.one_run_fdp.fdp_mu_lower_bound` (``beat``: 0 at once for counts that do not reject it)."""
+    :func:`dpaudit.auditing.statistics.one_run_fdp.fdp_mu_lower_bound` (``beat``: 0 at once for counts that do not reject it)."""
     def rejects(values: np.ndarray) -> np.ndarray:
         return tail_p_values(values, canaries=canaries, guesses=guesses, errors=guesses - correct) < failure
 

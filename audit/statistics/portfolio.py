@@ -47,10 +47,10 @@ import numpy as np
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.score_protocol import fitted_declined
 from dpaudit.attacks.scores import Score, ScoreFunction, score_applies, score_needs_calibration
-from dpaudit.audit.statistics.confidence import Counts, split_calibration
-from dpaudit.audit.statistics.estimators import epsilon_lower_bound, gdp_lower_bound, plan_epsilon
-from dpaudit.audit.statistics.thresholds import planned_value
-from dpaudit.mechanisms.errors import DPAuditError, ParameterError
+from dpaudit.auditing.statistics.confidence import Counts, split_calibration
+from dpaudit.auditing.statistics.estimators import epsilon_lower_bound, gdp_lower_bound, plan_epsilon
+from dpaudit.auditing.statistics.thresholds import planned_value
+from dpaudit.core.errors import DPAuditError, ParameterError
 
 __all__ = ["Candidate", "SELECTION_FIT", "SELECTION_SHARE", "choose_score", "selection_fit"]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from dpaudit.mechanisms.validation import check_int
+from dpaudit.core.validation import check_int
 
 __all__ = ["FINAL_SHARE", "Looks", "plan_looks"]
 

@@ -1,6 +1,6 @@
 """Choosing thresholds on calibration scores, before any certification score is seen (docs/theory.md 3.2).
 
-Every estimator of :mod:`dpaudit.audit.statistics.estimators` and :mod:`dpaudit.audit.statistics.conditional`
+Every estimator of :mod:`dpaudit.auditing.statistics.estimators` and :mod:`dpaudit.auditing.statistics.conditional`
 chooses its orientation and thresholds here, from calibration scores (or
 scores drawn from a known law) only, so the choice costs nothing in the
 failure probability.
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.audit.statistics.conditional import conditional_epsilon_estimate
-from dpaudit.audit.statistics.confidence import (
+from dpaudit.auditing.statistics.conditional import conditional_epsilon_estimate
+from dpaudit.auditing.statistics.confidence import (
     Counts,
     ThresholdPlan,
     check_scores,
@@ -22,9 +22,9 @@ from dpaudit.audit.statistics.confidence import (
     error_counts,
     split_calibration,
 )
-from dpaudit.audit.statistics.tilt import Tilt
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_choice
+from dpaudit.auditing.statistics.tilt import Tilt
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_choice
 
 __all__ = ["ATOM_SHARE", "MIN_PLANNED_REGION", "MIN_PLANNED_SHARE", "PLANNING_LEVELS", "STRATEGIES", "TIE_FRACTIONS",
            "TILT_LEVEL", "calibration_sizes", "candidate_tests", "candidate_thresholds", "choose_conditional",
@@ -142,7 +142,7 @@ def choose_test(cal_a, cal_b, failure: float, objective, selection_level: float 
     those trials would certify at ``failure`` from the counts they would give at the calibration rates
     (:func:`planned_counts` at ``level``): at small epsilon the best test sits in a tail that the
     certification budget resolves and the calibration part alone does not (docs/theory.md 7). With a
-    ``tilt`` of these scores (:func:`dpaudit.audit.statistics.tilt.fit_tilt`) the calibration counts are
+    ``tilt`` of these scores (:func:`dpaudit.auditing.statistics.tilt.fit_tilt`) the calibration counts are
     the tilt's smoothed ones. ``widest`` and ``narrowest``: see :func:`thin_tests` (planned tests only);
     sequences of them (paired, or one against many) give the best test under each pair, computed at once,
     as a list.

@@ -102,7 +102,7 @@ class Tilt:
                trials_b: int) -> tuple[np.ndarray, np.ndarray]:
         """Expected error counts of the tests ``s > t, or s == t and U < g`` among ``trials_a``, ``trials_b``.
 
-        The tests of :func:`dpaudit.audit.statistics.thresholds.candidate_tests`, their rates read from the
+        The tests of :func:`dpaudit.auditing.statistics.thresholds.candidate_tests`, their rates read from the
         tilt's weights instead of the raw calibration tails.
         """
         weight_a, weight_b = self.weights()

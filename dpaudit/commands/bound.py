@@ -43,7 +43,7 @@ def _check_level(name: str, value: float | None, *, upper_open: bool) -> None:
 
 def bound_document(mech, *, delta: float | None, epsilon: float | None, index: str | None) -> dict[str, Any]:
     """The JSON document of ``dpaudit bound``: every claim, and the tightest (``audit.checks.verdict.compare``)."""
-    from dpaudit.audit.checks.verdict import compare
+    from dpaudit.auditing.checks.verdict import compare
     from dpaudit.mechanisms.accounting.claims import evaluate_claims
 
     def entries(claims) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from dpaudit.mechanisms.errors import DPAuditError
+from dpaudit.core.errors import DPAuditError
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_OK", "EXIT_VIOLATION", "UsageError", "count", "emit_json"]
 

@@ -11,7 +11,7 @@ from dpaudit.commands.common import UsageError, emit_json
 if TYPE_CHECKING:
     import numpy as np
 
-#: ``dpaudit.audit.statistics.estimators.STRATEGIES``, spelled out so that ``--help`` imports no NumPy or SciPy
+#: ``dpaudit.auditing.statistics.estimators.STRATEGIES``, spelled out so that ``--help`` imports no NumPy or SciPy
 #: (tests/test_cli.py checks they agree).
 STRATEGIES = ("split", "union")
 
@@ -43,8 +43,8 @@ def load_scores(path: str, name: str) -> "np.ndarray":
 
 def _one_run(args: argparse.Namespace) -> int:
     """``--one-run``: scores of one run's canaries and their inclusion bits."""
-    from dpaudit.audit.statistics.one_run_fdp import one_run_audit
-    from dpaudit.audit.jobs.result import SCHEMA_VERSION
+    from dpaudit.auditing.statistics.one_run_fdp import one_run_audit
+    from dpaudit.auditing.jobs.result import SCHEMA_VERSION
 
     if not args.scores or not args.included:
         raise UsageError("--one-run needs --scores FILE and --included FILE")
@@ -74,9 +74,9 @@ def _one_run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dpaudit.audit.statistics.confidence import split_calibration
-    from dpaudit.audit.jobs.result import SCHEMA_VERSION, Empirical
-    from dpaudit.audit.jobs.streaming import ArraySource, certify_source
+    from dpaudit.auditing.statistics.confidence import split_calibration
+    from dpaudit.auditing.jobs.result import SCHEMA_VERSION, Empirical
+    from dpaudit.auditing.jobs.streaming import ArraySource, certify_source
 
     if args.one_run:
         return _one_run(args)

@@ -25,7 +25,7 @@ import math
 from typing import Any
 
 from dpaudit.commands.common import count, emit_json
-from dpaudit.mechanisms.errors import NotExact, ParameterError
+from dpaudit.core.errors import NotExact, ParameterError
 from dpaudit.reports.text import BAND_WORDS, CEILING_WORDS
 
 __all__ = ["equivalent_mu", "one_run_forecast", "plan_pair", "trials_for_target"]
@@ -49,7 +49,7 @@ def _laws(pair) -> tuple[Any, str]:
 
 def trials_for_target(law: tuple, goal: float, *, delta: float, confidence: float) -> int | None:
     """The smallest certification trials per dataset (to 1%) whose ceiling reaches ``goal`` (``None``: beyond 1e12)."""
-    from dpaudit.audit.statistics.ceiling import exact_ceiling
+    from dpaudit.auditing.statistics.ceiling import exact_ceiling
 
     def reaches(trials: int) -> bool:
         return exact_ceiling(*law, trials=trials, delta=delta, confidence=confidence) >= goal
@@ -71,7 +71,7 @@ def trials_for_target(law: tuple, goal: float, *, delta: float, confidence: floa
 
 def _total(certification: int, fraction: float) -> int:
     """Trials per dataset (``[audit] trials``) that leave ``certification`` after calibration."""
-    from dpaudit.audit.jobs.parts import calibration_trials
+    from dpaudit.auditing.jobs.parts import calibration_trials
 
     total = max(int(math.ceil(certification / (1 - fraction))), 2)
     while total - calibration_trials(total, fraction) < certification:
@@ -82,8 +82,8 @@ def _total(certification: int, fraction: float) -> int:
 def plan_pair(pair, *, target: float, delta: float, confidence: float, trials: int,
               fraction: float) -> dict[str, Any]:
     """The plan of one canary position: exact (or surrogate) value, ceiling now, trials for the target."""
-    from dpaudit.audit.statistics.ceiling import exact_ceiling_band
-    from dpaudit.audit.jobs.parts import calibration_trials
+    from dpaudit.auditing.statistics.ceiling import exact_ceiling_band
+    from dpaudit.auditing.jobs.parts import calibration_trials
     from dpaudit.mechanisms.accounting.instances import likelihood_ratio_law
 
     laws, kind = _laws(pair)
@@ -123,7 +123,7 @@ def one_run_forecast(value: float, *, canaries: int, runs: int, delta: float, co
     draw; each estimator of the one-run design on those scores (docs/theory.md 9)."""
     import numpy as np
 
-    from dpaudit.audit.statistics.one_run_fdp import METHODS, one_run_audit
+    from dpaudit.auditing.statistics.one_run_fdp import METHODS, one_run_audit
 
     mu = equivalent_mu(value, delta)
     rng = np.random.default_rng(seed)
@@ -136,7 +136,7 @@ def one_run_forecast(value: float, *, canaries: int, runs: int, delta: float, co
 
 def _many_runs(config):
     """The config itself, or for a one-run config the same training audited by many trainings."""
-    from dpaudit.audit.jobs.config import AuditConfig
+    from dpaudit.auditing.jobs.config import AuditConfig
 
     if config.one_run is None:
         return config
@@ -144,7 +144,7 @@ def _many_runs(config):
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dpaudit.audit.jobs.config import load_configs
+    from dpaudit.auditing.jobs.config import load_configs
 
     if not 0 < args.target < 1:
         raise ParameterError(f"target must be a fraction in (0, 1), got target={args.target}")

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from dpaudit.commands.common import UsageError
-from dpaudit.audit.jobs.result import AuditResult, load_result
+from dpaudit.auditing.jobs.result import AuditResult, load_result
 
 
 def _load(reference: str, store: str) -> AuditResult:
@@ -19,7 +19,7 @@ def _load(reference: str, store: str) -> AuditResult:
         return load_result(path)
     if not Path(store).is_file():
         raise UsageError(f"{reference!r} is neither a result file nor an audit id in {store} (no such store)")
-    from dpaudit.audit.jobs.store import Store
+    from dpaudit.auditing.jobs.store import Store
 
     with Store(store) as opened:
         matches = opened.result_ids(reference)

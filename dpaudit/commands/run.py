@@ -9,7 +9,7 @@ from dpaudit.commands.common import EXIT_OK, EXIT_VIOLATION, count, emit_json
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dpaudit.audit.jobs.result import AuditResult
+    from dpaudit.auditing.jobs.result import AuditResult
 
 
 def _summary(results: list["AuditResult"]) -> None:
@@ -35,10 +35,10 @@ def _write_outputs(documents: list["AuditResult"], out: str) -> list[str]:
 
 
 def _run(args: argparse.Namespace, *, check: bool) -> int:
-    from dpaudit.audit.statistics.budget import parse_size
-    from dpaudit.audit.jobs.config import load_configs
-    from dpaudit.audit.jobs.runner import RunOptions, run_configs
-    from dpaudit.audit.checks.verdict import combine
+    from dpaudit.auditing.statistics.budget import parse_size
+    from dpaudit.auditing.jobs.config import load_configs
+    from dpaudit.auditing.jobs.runner import RunOptions, run_configs
+    from dpaudit.auditing.checks.verdict import combine
 
     show_progress = not args.quiet and (not args.json or sys.stderr.isatty())
     max_memory = parse_size(args.max_memory) if args.max_memory is not None else None

@@ -24,7 +24,7 @@ from dpaudit.commands.common import EXIT_OK, EXIT_VIOLATION, UsageError, count, 
 
 def load_function(spec: str) -> Any:
     """The function ``spec`` names: ``file.py:name`` or ``module:name``."""
-    from dpaudit.mechanisms.errors import ParameterError
+    from dpaudit.core.errors import ParameterError
     from dpaudit.mechanisms.user_code import load_object
 
     try:
@@ -37,7 +37,7 @@ def load_function(spec: str) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dpaudit.audit.checks.search import search
+    from dpaudit.auditing.checks.search import search
     from dpaudit.mechanisms.wrapped import from_batched_callable, from_callable
 
     if (args.domain is None) == (args.queries is None):

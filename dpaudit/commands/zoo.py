@@ -12,7 +12,7 @@ SUITES = ("zoo", "black-box")
 
 def _run_black_box(args: argparse.Namespace) -> int:
     """The black-box benchmark suite (audit/checks/zoo/blackbox_suite.py)."""
-    from dpaudit.audit.checks.zoo.blackbox_suite import SUITE, run_blackbox_suite
+    from dpaudit.auditing.checks.zoo.blackbox_suite import SUITE, run_blackbox_suite
 
     names = [a.name for a in SUITE]
     unknown = [part for part in args.only or () if not any(part in name for name in names)]
@@ -50,7 +50,7 @@ def _run(args: argparse.Namespace) -> int:
         return _run_black_box(args)
     if args.screen_trials is not None:
         raise UsageError("zoo: --screen-trials applies to --suite black-box only")
-    from dpaudit.audit.checks.zoo import REAL_WORLD, VARIANTS, run_zoo
+    from dpaudit.auditing.checks.zoo import REAL_WORLD, VARIANTS, run_zoo
 
     chosen = [v for v in [*VARIANTS, *REAL_WORLD] if not args.only or any(name in v.name for name in args.only)]
     results = run_zoo(trials=args.trials, seed=args.seed, variants=chosen)

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from dpaudit import mechanisms
-from dpaudit.audit.jobs.config import load_configs
-from dpaudit.audit.jobs.runner import RunOptions, run_audits
+from dpaudit.auditing.jobs.config import load_configs
+from dpaudit.auditing.jobs.runner import RunOptions, run_audits
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.accounting.lssgd import lssgd_claim_noise
 from dpaudit.reports import plots

@@ -17,8 +17,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from dpaudit.audit.jobs.api import make_job
-from dpaudit.audit.jobs.job import AuditJob
+from dpaudit.auditing.jobs.api import make_job
+from dpaudit.auditing.jobs.job import AuditJob
 
 __all__ = ["HEADING", "TEXT", "LibraryAudit", "library_audits", "library_jobs"]
 

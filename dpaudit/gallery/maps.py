@@ -20,7 +20,7 @@ import numpy as np
 
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.audit.statistics.ceiling import exact_ceiling_band
+from dpaudit.auditing.statistics.ceiling import exact_ceiling_band
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.accounting.instances import exact_epsilon, exact_laws, likelihood_ratio_law
 from dpaudit.reports import plots

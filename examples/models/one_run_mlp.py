@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 import dpaudit
-from dpaudit.audit.statistics.one_run_fdp import one_run_audit
+from dpaudit.auditing.statistics.one_run_fdp import one_run_audit
 
 CANARIES, DELTA = 1000, 1e-5
 

@@ -19,7 +19,7 @@ import numpy as np
 from dpaudit.mechanisms.accounting.exact1d import Law, Step, _run, e_gamma
 from dpaudit.mechanisms.accounting.last_iterate import MixtureLaws
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import NotExact
+from dpaudit.core.errors import NotExact
 
 __all__ = ["NotExact", "exact_laws", "instance_steps", "likelihood_ratio_law", "log_likelihood_ratio"]
 

@@ -20,7 +20,7 @@ import math
 import numpy as np
 from scipy.special import gammaln, log_ndtr, logsumexp
 
-from dpaudit.mechanisms.validation import check_probability, check_real
+from dpaudit.core.validation import check_probability, check_real
 
 __all__ = [
     "DEFAULT_ORDERS",

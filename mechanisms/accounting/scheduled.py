@@ -60,7 +60,7 @@ from dpaudit.mechanisms.accounting.last_iterate import MixtureLaws, count_mixtur
 from dpaudit.mechanisms.accounting.profiles import gaussian_delta, gaussian_epsilon
 from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import NotExact
+from dpaudit.core.errors import NotExact
 from dpaudit.mechanisms.losses import NONCONVEX_LOSSES
 
 __all__ = ["best_shifts", "equivalent_mu", "expanding_pnsgd_laws", "is_scheduled", "scheduled_claims", "scheduled_laws", "step_differences"]

@@ -17,7 +17,7 @@ import torch
 
 from dpaudit.mechanisms.accounting.last_iterate import MixtureLaws, count_mixture
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import NotExact
+from dpaudit.core.errors import NotExact
 
 __all__ = ["dpsgd_laws", "gradient_table", "pnsgd_laws"]
 

@@ -37,9 +37,9 @@ import numpy as np
 from scipy import stats
 
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import NotExact
+from dpaudit.core.errors import NotExact
 from dpaudit.mechanisms.hooks import ScoreLaw
-from dpaudit.mechanisms.kinds import SHUFFLED
+from dpaudit.core.kinds import SHUFFLED
 
 __all__ = ["step_sums", "steps_log_likelihood_ratio", "steps_reference_scores", "steps_score_law"]
 

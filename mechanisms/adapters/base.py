@@ -33,8 +33,8 @@ import torch
 
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_int, check_real
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_int, check_real
 
 __all__ = ["BLOCK", "LibraryMechanism", "fixed_claim", "library_version", "sum_query"]
 

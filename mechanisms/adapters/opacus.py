@@ -48,8 +48,8 @@ from typing import Any
 import numpy as np
 
 from dpaudit.mechanisms.adapters.base import LibraryMechanism, require
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.validation import check_choice, check_int, check_real
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.validation import check_choice, check_int, check_real
 
 __all__ = ["OpacusRun", "from_opacus"]
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.mechanisms.adapters.base import LibraryMechanism, fixed_claim, require
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["PyDPMechanism", "from_pydp"]
 

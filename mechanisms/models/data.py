@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["BUNDLED", "load_records"]
 

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from dpaudit.mechanisms.kinds import SHUFFLED
+from dpaudit.core.kinds import SHUFFLED
 from dpaudit.mechanisms.lssgd import DENSE_MAX_DIM, laplacian_smooth, smoothing_matrix
 from dpaudit.mechanisms.models.networks import Stacked, per_example_gradients
 from dpaudit.mechanisms.models.progress import training_bar

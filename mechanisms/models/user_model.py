@@ -6,7 +6,7 @@ the reference, never the loaded module: pickled into a worker process (joblib
 or Dask), it loads the file again there, so a factory defined in a file of
 the user's works wherever the file can be read at the same path. The factory
 itself is exposed as ``__wrapped__``, which the audit's fingerprint follows
-(:mod:`dpaudit.audit.jobs.fingerprint`): a changed file changes the audit id.
+(:mod:`dpaudit.auditing.jobs.fingerprint`): a changed file changes the audit id.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.user_code import load_object
 
 __all__ = ["UserModel", "load_user_model"]

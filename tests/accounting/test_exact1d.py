@@ -9,9 +9,9 @@ import pytest
 
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.audit.jobs.api import audit
+from dpaudit.auditing.jobs.api import audit
 from dpaudit.mechanisms.accounting.exact1d import Step, exact_profile, rounding_bound
-from dpaudit.audit.statistics.ceiling import exact_ceiling
+from dpaudit.auditing.statistics.ceiling import exact_ceiling
 from dpaudit.mechanisms.accounting.instances import (
     NotExact,
     exact_epsilon,

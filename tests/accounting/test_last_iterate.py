@@ -20,7 +20,7 @@ from dpaudit.attacks.canaries import CanarySpec
 from dpaudit.mechanisms.accounting import instances
 from dpaudit.mechanisms.accounting.last_iterate import MixtureLaws, count_mixture
 from dpaudit.mechanisms.accounting.profiles import gaussian_delta
-from dpaudit.mechanisms.errors import NotExact
+from dpaudit.core.errors import NotExact
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -125,8 +125,8 @@ def test_without_replacement_needs_a_zero_background():
 
 def test_dp_sgd_example_certifies_most_of_its_ceiling():
     """``examples/dp_sgd.toml`` at its 100,000 trials: exact value and ceiling in the result, certified >= 0.85."""
-    from dpaudit.audit.jobs.config import load_configs
-    from dpaudit.audit.jobs.runner import RunOptions, run_audits
+    from dpaudit.auditing.jobs.config import load_configs
+    from dpaudit.auditing.jobs.runner import RunOptions, run_audits
 
     (config,) = load_configs([EXAMPLES / "dp_sgd.toml"])
     result = run_audits([config.job()], RunOptions(store=":memory:", workers=1))[0]

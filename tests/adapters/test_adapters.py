@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import dpaudit
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 
 UNSEEDED_CONFIDENCE = 1 - 1e-6  # a false "violation" at most once in a million runs

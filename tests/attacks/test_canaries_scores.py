@@ -10,7 +10,7 @@ import pytest
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
 from dpaudit.attacks.scores import fit_score
-from dpaudit.audit.jobs.api import audit
+from dpaudit.auditing.jobs.api import audit
 from dpaudit.mechanisms import ParameterError
 
 

@@ -7,7 +7,7 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from dpaudit.attacks.classifiers import fit_logistic, fit_mlp
-from dpaudit.audit.statistics.confidence import clopper_pearson, cp_upper
+from dpaudit.auditing.statistics.confidence import clopper_pearson, cp_upper
 
 
 def _shifted(seed: int, shift: float = 1.0, size: int = 4000) -> tuple[np.ndarray, np.ndarray]:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy.stats.contingency import odds_ratio
 
-from dpaudit.audit.statistics.conditional import conditional_epsilon, conditional_epsilon_estimate, odds_ratio_lower
-from dpaudit.audit.statistics.confidence import Counts
-from dpaudit.audit.statistics.estimators import epsilon_lower_bound, finish_epsilon, plan_epsilon
+from dpaudit.auditing.statistics.conditional import conditional_epsilon, conditional_epsilon_estimate, odds_ratio_lower
+from dpaudit.auditing.statistics.confidence import Counts
+from dpaudit.auditing.statistics.estimators import epsilon_lower_bound, finish_epsilon, plan_epsilon
 
 
 @pytest.mark.parametrize("big, n_big, small, n_small", [
@@ -27,8 +27,8 @@ def test_odds_ratio_bound_is_scipys_exact_conditional_limit(big, n_big, small, n
 
 def test_one_clopper_pearson_rule_for_both_former_call_sites():
     """The conditional bound's rates and the estimators' error rates come from one helper, bit for bit."""
-    from dpaudit.audit.statistics import conditional, confidence, estimators
-    from dpaudit.audit.statistics.conditional import RATE_SHARE, conditional_parts
+    from dpaudit.auditing.statistics import conditional, confidence, estimators
+    from dpaudit.auditing.statistics.conditional import RATE_SHARE, conditional_parts
 
     assert conditional.cp_upper is confidence.cp_upper is estimators.cp_upper
     assert conditional.cp_lower is confidence.cp_lower
@@ -47,7 +47,7 @@ def test_clopper_pearson_is_the_exact_binomial_bound():
     # at the lower bound p_l, P(Binomial(n, p_l) >= k) does; rtol 1e-9 is the tail's float accuracy
     from scipy.stats import binom
 
-    from dpaudit.audit.statistics.confidence import clopper_pearson
+    from dpaudit.auditing.statistics.confidence import clopper_pearson
 
     k, n = np.array([1, 7, 300, 5_000]), 10_000  # away from p = 1, where 1 - p has too few digits
     for failure in (1e-12, 1e-3, 0.05):

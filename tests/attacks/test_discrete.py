@@ -8,7 +8,7 @@ import pytest
 from dpaudit.attacks import discrete, value_counts
 from dpaudit.attacks.discrete import fit_discrete, fit_encoding, outcome_codes
 from dpaudit.attacks.scores import registered_scores, resolve_scores
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 
 def _mixed(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -150,10 +150,10 @@ def test_svt3_released_answers_are_ordered_steadily_when_each_group_is_counted()
     # 0.540, 0.570, 0.825 per coordinate (docs/theory.md 7)
     from types import SimpleNamespace
 
-    from dpaudit.audit.checks.vector_pairs import pattern_pairs
-    from dpaudit.audit.checks.zoo import blackbox as bb
-    from dpaudit.audit.checks.zoo.blackbox_laws import grid_edges
-    from dpaudit.audit.checks.zoo.blackbox_suite import SUITE
+    from dpaudit.auditing.checks.vector_pairs import pattern_pairs
+    from dpaudit.auditing.checks.zoo import blackbox as bb
+    from dpaudit.auditing.checks.zoo.blackbox_laws import grid_edges
+    from dpaudit.auditing.checks.zoo.blackbox_suite import SUITE
 
     svt3 = next(algorithm for algorithm in SUITE if algorithm.name == "svt3")
     pair = next(c for c in pattern_pairs(svt3.queries, relation=svt3.relation) if c.name == "x-shape")
@@ -201,8 +201,8 @@ def test_svt_outcomes_are_ordered_by_their_position_when_the_values_are_counted(
     # noise and order the outcomes partly by chance; the value counts order positions 1-10 as the law does
     from types import SimpleNamespace
 
-    from dpaudit.audit.checks.vector_pairs import pattern_pairs
-    from dpaudit.audit.checks.zoo.blackbox_suite import SUITE
+    from dpaudit.auditing.checks.vector_pairs import pattern_pairs
+    from dpaudit.auditing.checks.zoo.blackbox_suite import SUITE
 
     svt1 = next(algorithm for algorithm in SUITE if algorithm.name == "svt1")
     pair = next(c for c in pattern_pairs(svt1.queries, relation=svt1.relation) if c.name == "all-up")
@@ -241,7 +241,7 @@ def test_discrete_is_registered_and_in_the_default_portfolio():
 
 
 def test_the_portfolio_fits_on_a_share_that_grows_with_the_budget():
-    from dpaudit.audit.statistics.portfolio import SELECTION_FIT, SELECTION_SHARE, selection_fit
+    from dpaudit.auditing.statistics.portfolio import SELECTION_FIT, SELECTION_SHARE, selection_fit
 
     assert selection_fit(600) == 300  # a small audit: the first half, as before
     assert selection_fit(8_000) == SELECTION_FIT
@@ -314,7 +314,7 @@ def test_a_laplace_value_beside_a_sentinel_is_read_cut_at_its_median_and_a_gauss
 def test_a_preference_seen_on_few_trials_is_checked_on_all_calibration_outputs():
     # a score preferred when fitted on few trials but not on all of them takes part in the contest
     from dpaudit.attacks.scores import BuiltinScore
-    from dpaudit.audit.statistics.portfolio import choose_score
+    from dpaudit.auditing.statistics.portfolio import choose_score
 
     def fit(pair, a, b, seed):
         def score(outputs):

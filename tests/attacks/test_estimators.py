@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from dpaudit.audit.statistics.one_run import one_run_epsilon, one_run_from_scores
-from dpaudit.audit.statistics.ceiling import gaussian_ceiling
+from dpaudit.auditing.statistics.one_run import one_run_epsilon, one_run_from_scores
+from dpaudit.auditing.statistics.ceiling import gaussian_ceiling
 from dpaudit.cli import main
-from dpaudit.audit.statistics.estimators import epsilon_lower_bound, gdp_lower_bound, profile_lower_bound
+from dpaudit.auditing.statistics.estimators import epsilon_lower_bound, gdp_lower_bound, profile_lower_bound
 from dpaudit.mechanisms import ParameterError
 from dpaudit.mechanisms.accounting.profiles import gaussian_delta
 

@@ -8,7 +8,7 @@ import pytest
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec, least_varying_direction
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 
 def test_linear_records_in_a_plane_leave_the_normal_direction():

@@ -12,10 +12,10 @@ import pytest
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.medians import fit_median, sign_test_efficiency
 from dpaudit.attacks.scores import registered_scores, resolve_scores
-from dpaudit.audit.statistics.estimators import epsilon_lower_bound
-from dpaudit.audit.statistics.portfolio import choose_score
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import Relation
+from dpaudit.auditing.statistics.estimators import epsilon_lower_bound
+from dpaudit.auditing.statistics.portfolio import choose_score
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.kinds import Relation
 
 
 def test_efficiency_reads_laplace_and_gaussian_noise_apart():

@@ -10,7 +10,7 @@ import pytest
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
 from dpaudit.mechanisms import ParameterError
-from dpaudit.mechanisms.kinds import Relation
+from dpaudit.core.kinds import Relation
 
 
 def _digest(array: np.ndarray) -> str:

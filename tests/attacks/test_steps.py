@@ -9,7 +9,7 @@ import dpaudit
 from dpaudit.attacks.canaries import CanarySpec
 from dpaudit.attacks.scores import SCORES, fit_score, get_score, score_needs_calibration
 from dpaudit.attacks.steps import step_count, step_values
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 STEPS, RATE = 50, 0.1
 

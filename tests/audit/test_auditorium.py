@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpaudit.audit.checks.zoo.auditorium import (ABOVE, BELOW, CASES, NO_RESPONSE, exact_epsilon, mean, noisy_max,
+from dpaudit.auditing.checks.zoo.auditorium import (ABOVE, BELOW, CASES, NO_RESPONSE, exact_epsilon, mean, noisy_max,
                                                  one_step_gd, sparse_vector)
 
 CASE = {case.name: case for case in CASES}

@@ -14,9 +14,9 @@ import math
 import numpy as np
 import pytest
 
-from dpaudit.audit.checks.zoo import blackbox as bb
-from dpaudit.audit.checks.zoo import blackbox_laws as laws
-from dpaudit.audit.checks.zoo import svt_laws
+from dpaudit.auditing.checks.zoo import blackbox as bb
+from dpaudit.auditing.checks.zoo import blackbox_laws as laws
+from dpaudit.auditing.checks.zoo import svt_laws
 
 N = 200_000
 
@@ -184,7 +184,7 @@ def test_a_score_s_order_has_the_law_s_ceiling_only_when_it_orders_outcomes_as_t
     # accepting first an outcome of ratio 1, then the one S favours, the most telling last: every test of
     # that order is weaker (here none certifies anything)
     assert law.ceiling(10_000, order=np.array([1, 0, 2])) < law.ceiling(10_000)
-    from dpaudit.mechanisms.errors import ParameterError
+    from dpaudit.core.errors import ParameterError
     with pytest.raises(ParameterError, match="order must list each of the 3 outcomes once"):
         law.ceiling(10_000, order=np.array([0, 0, 1]))
 

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import dpaudit
-from dpaudit.audit.checks.regression import PrivacyViolation, assert_private
-from dpaudit.audit.checks.vector_pairs import pattern_pairs
-from dpaudit.audit.checks.zoo.blackbox_suite import SUITE, _assert_private_audit, run_blackbox_suite
+from dpaudit.auditing.checks.regression import PrivacyViolation, assert_private
+from dpaudit.auditing.checks.vector_pairs import pattern_pairs
+from dpaudit.auditing.checks.zoo.blackbox_suite import SUITE, _assert_private_audit, run_blackbox_suite
 from dpaudit.cli import main
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 BY_NAME = {a.name: a for a in SUITE}
 
@@ -122,7 +122,7 @@ def test_clear_violations_are_caught_and_correct_algorithms_pass_at_a_ci_budget(
 
 
 def test_the_screen_chooses_among_finalists_screened_again_on_fresh_trials():
-    from dpaudit.audit.checks.vector_pairs import FINAL_FACTOR, FINALISTS, screen_vector_pairs
+    from dpaudit.auditing.checks.vector_pairs import FINAL_FACTOR, FINALISTS, screen_vector_pairs
 
     mechanism = BY_NAME["prefix-sum"].mechanism()
     table, chosen = screen_vector_pairs(mechanism, queries=10, screen_trials=2_000, seed=3)
@@ -144,7 +144,7 @@ def test_the_screen_reads_sentinel_outputs_with_the_audits_discrete_score():
     # magnitude, the discrete score (the one the audit takes on such outputs) flags it, so the screen runs it
     # too (its effect on the chosen pairs, seeds 0-3 at 10^6 trials, is in docs/theory.md 8); on continuous
     # outputs it declines and the screen goes on without it
-    from dpaudit.audit.checks.vector_pairs import SCREEN_SCORES, screen_vector_pairs
+    from dpaudit.auditing.checks.vector_pairs import SCREEN_SCORES, screen_vector_pairs
 
     assert "discrete" in SCREEN_SCORES
     table, _ = screen_vector_pairs(BY_NAME["svt3"].mechanism(), queries=10, screen_trials=4_000, seed=0,

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpaudit.audit.statistics.ceiling import (
+from dpaudit.auditing.statistics.ceiling import (
     BAND_DRAWS,
     _exact_conditional,
     _gaussian_rates,
@@ -19,9 +19,9 @@ from dpaudit.audit.statistics.ceiling import (
     gaussian_ceiling_band,
     statistical_ceiling_band,
 )
-from dpaudit.audit.jobs.config import parse_config
-from dpaudit.audit.jobs.result import load_result
-from dpaudit.audit.jobs.runner import RunOptions
+from dpaudit.auditing.jobs.config import parse_config
+from dpaudit.auditing.jobs.result import load_result
+from dpaudit.auditing.jobs.runner import RunOptions
 from tests.helpers import run_documents
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dpaudit.cli import main
-from dpaudit.audit.jobs.config import ConfigError, load_configs, parse_config
+from dpaudit.auditing.jobs.config import ConfigError, load_configs, parse_config
 from tests.audit.conftest import SMALL
 
 REPO = Path(__file__).resolve().parents[2]

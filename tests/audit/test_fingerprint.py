@@ -7,7 +7,7 @@ import importlib
 import numpy as np
 
 import dpaudit
-from dpaudit.audit.jobs import fingerprint
+from dpaudit.auditing.jobs import fingerprint
 
 MODULE = '''
 import dataclasses

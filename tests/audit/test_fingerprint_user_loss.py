@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dpaudit.audit.jobs.config import load_configs
+from dpaudit.auditing.jobs.config import load_configs
 
 LOSS = '''
 def grad(w, record):

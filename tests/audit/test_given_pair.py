@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import dpaudit
-from dpaudit.audit.jobs.job import dataset_pair_relation
+from dpaudit.auditing.jobs.job import dataset_pair_relation
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 from dpaudit.reports.text import markdown
 
 PAIR = (np.array([[0.0]]), np.array([[0.0], [1.0]]))  # add/remove: one record more

@@ -7,11 +7,11 @@ import pytest
 
 from dpaudit.attacks.discrete import fit_discrete
 from dpaudit.attacks.score_protocol import fitted_tail_model
-from dpaudit.audit.jobs.streaming import StreamingCertifier
-from dpaudit.audit.statistics.confidence import Counts, ThresholdPlan
-from dpaudit.audit.statistics.estimators import epsilon_lower_bound, finish_epsilon, plan_epsilon
-from dpaudit.audit.statistics.hedged import THIN_SPAN, PlanFamily, family_of, splits_end_atom
-from dpaudit.audit.statistics.thresholds import planning_floor, thin_tests
+from dpaudit.auditing.jobs.streaming import StreamingCertifier
+from dpaudit.auditing.statistics.confidence import Counts, ThresholdPlan
+from dpaudit.auditing.statistics.estimators import epsilon_lower_bound, finish_epsilon, plan_epsilon
+from dpaudit.auditing.statistics.hedged import THIN_SPAN, PlanFamily, family_of, splits_end_atom
+from dpaudit.auditing.statistics.thresholds import planning_floor, thin_tests
 
 
 def _members() -> tuple[ThresholdPlan, ThresholdPlan]:

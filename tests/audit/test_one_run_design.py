@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import dpaudit
-from dpaudit.audit.jobs.config import load_configs
-from dpaudit.audit.checks.regression import PrivacyViolation, assert_private
-from dpaudit.audit.jobs.runner import RunOptions
+from dpaudit.auditing.jobs.config import load_configs
+from dpaudit.auditing.checks.regression import PrivacyViolation, assert_private
+from dpaudit.auditing.jobs.runner import RunOptions
 from dpaudit.cli import main
 from dpaudit.reports.text import md
 from tests.helpers import run_documents
@@ -162,8 +162,8 @@ def test_the_pytest_plugin_runs_one_run_audits(pytester):
 
 
 def test_the_model_based_estimate_never_decides_the_verdict():
-    from dpaudit.audit.jobs.api import make_one_run_job
-    from dpaudit.audit.jobs.one_run_result import one_run_result
+    from dpaudit.auditing.jobs.api import make_one_run_job
+    from dpaudit.auditing.jobs.one_run_result import one_run_result
 
     mech = dpaudit.make("model", model="softmax", data="iris", steps=10, batch_size=16, noise_multiplier=1.0)
     job = make_one_run_job(mech, design="one-run", canaries=6, runs=None, one_run_method=None, canary=None,
@@ -181,10 +181,10 @@ def test_the_model_based_estimate_never_decides_the_verdict():
 def test_canaries_without_effect_certify_above_0_in_at_most_5_percent_of_runs(method):
     """The scores of one real training's 1,000 canaries, judged against inclusion bits drawn afresh for each
     seed: canaries whose inclusion had no effect on the scores, so any bound above 0 is a false alarm."""
-    from dpaudit.audit.statistics.one_run_fdp import one_run_audit
+    from dpaudit.auditing.statistics.one_run_fdp import one_run_audit
 
-    from dpaudit.audit.jobs.api import make_one_run_job
-    from dpaudit.audit.jobs.one_run_design import train_and_score
+    from dpaudit.auditing.jobs.api import make_one_run_job
+    from dpaudit.auditing.jobs.one_run_design import train_and_score
 
     mech = dpaudit.make("model", model="softmax", data="digits", steps=20, batch_size=256, noise_multiplier=1.0,
                         eta=1.0)

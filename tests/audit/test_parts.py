@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpaudit.audit.jobs.parts import calibration_chunks, calibration_trials, chunk_sizes, requested_calibration
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.auditing.jobs.parts import calibration_chunks, calibration_trials, chunk_sizes, requested_calibration
+from dpaudit.core.errors import ParameterError
 
 
 def _score(share=None):

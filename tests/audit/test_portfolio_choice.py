@@ -12,10 +12,10 @@ import numpy as np
 import dpaudit
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.float_bits import fit_float_bits, grid_reason
-from dpaudit.audit.checks.zoo.auditorium import CASES
-from dpaudit.audit.statistics.portfolio import choose_score
+from dpaudit.auditing.checks.zoo.auditorium import CASES
+from dpaudit.auditing.statistics.portfolio import choose_score
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.kinds import Relation
+from dpaudit.core.kinds import Relation
 
 GD = next(case for case in CASES if case.name == "gd-one-step")
 PAIR = (np.array([[-1.0]]), np.array([[1.0]]))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dpaudit import mechanisms
-from dpaudit.audit import PrivacyViolation, assert_private
+from dpaudit.auditing import PrivacyViolation, assert_private
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 
 

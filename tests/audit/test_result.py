@@ -8,7 +8,7 @@ import json
 import pytest
 
 import dpaudit
-from dpaudit.audit.jobs.result import SCHEMA_VERSION, AuditResult, ResultError, load_result
+from dpaudit.auditing.jobs.result import SCHEMA_VERSION, AuditResult, ResultError, load_result
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def result() -> AuditResult:
 
 
 def test_the_top_level_api():
-    import dpaudit.audit.jobs.runner  # noqa: F401  (binds the subpackage to dpaudit.audit)
+    import dpaudit.auditing.jobs.runner  # noqa: F401  (binds the subpackage to dpaudit.audit)
 
     assert callable(dpaudit.audit)
     for name in ("make", "from_callable", "audit", "assert_private", "PrivacyViolation", "load_result"):

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from dpaudit.cli import main
-from dpaudit.audit.jobs.config import load_configs
-from dpaudit.audit.jobs.runner import RunOptions
+from dpaudit.auditing.jobs.config import load_configs
+from dpaudit.auditing.jobs.runner import RunOptions
 from tests.helpers import run_documents
-from dpaudit.audit.jobs.store import Store, StoreError
+from dpaudit.auditing.jobs.store import Store, StoreError
 from tests.audit.conftest import SMALL
 
 REPO = Path(__file__).resolve().parents[2]

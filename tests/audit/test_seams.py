@@ -14,9 +14,9 @@ import pytest
 
 import dpaudit
 from dpaudit.attacks.scores import SCORES, register_score, registered_scores
-from dpaudit.audit.statistics.confidence import cp_upper
-from dpaudit.audit.jobs.result import load_result
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.auditing.statistics.confidence import cp_upper
+from dpaudit.auditing.jobs.result import load_result
+from dpaudit.core.errors import ParameterError
 from dpaudit.reports.render import render
 
 TRIALS = 20_000
@@ -57,9 +57,9 @@ def test_a_changed_score_class_is_a_different_audit():
             return lambda outputs: -super(Other, self).fit(pair, calibration_a, calibration_b, seed)(outputs)
 
     mech = dpaudit.make("gaussian", sigma=1.0)
-    first = dpaudit.audit.jobs.api.make_job(mech, score=MeanGapScore(), trials=TRIALS)
-    second = dpaudit.audit.jobs.api.make_job(mech, score=Other(), trials=TRIALS)
-    named = dpaudit.audit.jobs.api.make_job(mech, score="projection", trials=TRIALS)
+    first = dpaudit.auditing.jobs.api.make_job(mech, score=MeanGapScore(), trials=TRIALS)
+    second = dpaudit.auditing.jobs.api.make_job(mech, score=Other(), trials=TRIALS)
+    named = dpaudit.auditing.jobs.api.make_job(mech, score="projection", trials=TRIALS)
     assert len({first.audit_id, second.audit_id, named.audit_id}) == 3
 
 

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 import dpaudit
-from dpaudit.audit.checks.search import EmptyDataset, candidate_pairs, search, special_values
+from dpaudit.auditing.checks.search import EmptyDataset, candidate_pairs, search, special_values
 from dpaudit.cli import main
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 
 CLAIM = float(gaussian_epsilon(1e-5, 0.5))
 SOURCE = textwrap.dedent("""
@@ -166,7 +166,7 @@ def test_pairs_on_which_the_function_fails_are_skipped_and_listed():
 
 def test_a_mean_is_never_called_on_an_empty_dataset():
     """DP-Auditorium's mean divides by the number of records: 0 / 0 on an empty dataset, so it raises here."""
-    from dpaudit.audit.checks.zoo.auditorium import mean
+    from dpaudit.auditing.checks.zoo.auditorium import mean
 
     sizes: set[int] = set()
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpaudit.audit.jobs.config import load_configs
-from dpaudit.audit.jobs.runner import RunOptions
-from dpaudit.audit.jobs.store import Store, StoreError
+from dpaudit.auditing.jobs.config import load_configs
+from dpaudit.auditing.jobs.runner import RunOptions
+from dpaudit.auditing.jobs.store import Store, StoreError
 from dpaudit.cli import main
 from tests.audit.conftest import SMALL
 from tests.helpers import run_documents

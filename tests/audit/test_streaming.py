@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpaudit.audit.statistics.estimators import epsilon_lower_bound, gdp_lower_bound, profile_lower_bound
-from dpaudit.audit.jobs.streaming import PROFILE_EPSILONS, ArraySource, StreamingCertifier, certify_source
+from dpaudit.auditing.statistics.estimators import epsilon_lower_bound, gdp_lower_bound, profile_lower_bound
+from dpaudit.auditing.jobs.streaming import PROFILE_EPSILONS, ArraySource, StreamingCertifier, certify_source
 from dpaudit.mechanisms import ParameterError
 
 

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from dpaudit.audit.statistics.confidence import ThresholdPlan, tie_uniforms
-from dpaudit.audit.statistics.estimators import epsilon_lower_bound, plan_epsilon
-from dpaudit.audit.jobs.streaming import ArraySource, certify_source
-from dpaudit.audit.statistics.thresholds import TIE_FRACTIONS, candidate_tests
+from dpaudit.auditing.statistics.confidence import ThresholdPlan, tie_uniforms
+from dpaudit.auditing.statistics.estimators import epsilon_lower_bound, plan_epsilon
+from dpaudit.auditing.jobs.streaming import ArraySource, certify_source
+from dpaudit.auditing.statistics.thresholds import TIE_FRACTIONS, candidate_tests
 
 
 def _plan(threshold: float, fraction: float, seed: int = 0) -> ThresholdPlan:
@@ -63,7 +63,7 @@ def test_streamed_chunks_each_draw_their_own_uniforms():
     certification = certify_source(source, delta=0.0, confidence=0.95, threshold="split", seed=3)
     assert certification.trials == {"a": 1_000, "b": 1_000}
     # the same plan applied chunk by chunk: counts add up with chunk k's own uniforms
-    from dpaudit.audit.jobs.streaming import StreamingCertifier
+    from dpaudit.auditing.jobs.streaming import StreamingCertifier
 
     certifier = StreamingCertifier(cal_a, cal_b, delta=0.0, confidence=0.95, seed=3)
     certifier.plans["epsilon"] = plan
@@ -113,7 +113,7 @@ def test_bound_with_ties_is_recorded_and_reproducible():
 
 
 def test_thin_tests_need_a_hundred_calibration_trials_or_a_thousandth_of_them():
-    from dpaudit.audit.statistics.thresholds import thin_tests
+    from dpaudit.auditing.statistics.thresholds import thin_tests
 
     n = 100_000  # floor 100: regions of 28, 1,200 and 89,000 trials, and complements of 20 and 120
     fp, fn = np.array([3.0, 500, 50_000, n - 10, n - 60]), np.array([n - 25.0, n - 700, 1_000, 10, 60])
@@ -126,7 +126,7 @@ def test_thin_tests_need_a_hundred_calibration_trials_or_a_thousandth_of_them():
 def test_a_lucky_handful_in_the_last_tail_is_not_planned_on():
     # 2 x 10^5 calibration scores with a true effect (mean 0.1 apart), and a planted tail of 25 trials of
     # S' against 3 of S: the planned bound of that tail is the largest; it is not a candidate
-    from dpaudit.audit.statistics.thresholds import choose_conditional
+    from dpaudit.auditing.statistics.thresholds import choose_conditional
 
     rng = np.random.default_rng(0)
     cal_a, cal_b = rng.normal(0.0, 1.0, 100_000), rng.normal(0.1, 1.0, 100_000)

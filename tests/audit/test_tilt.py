@@ -16,11 +16,11 @@ from scipy.stats import binom, norm
 import dpaudit
 from dpaudit.attacks.medians import fit_median
 from dpaudit.attacks.score_protocol import fitted_tail_model
-from dpaudit.audit.jobs.streaming import ArraySource, StreamingCertifier, certify_source
-from dpaudit.audit.statistics.confidence import Counts, ThresholdPlan
-from dpaudit.audit.statistics.estimators import epsilon_lower_bound, finish_epsilon, plan_epsilon
-from dpaudit.audit.statistics.tilt import fit_tilt
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.auditing.jobs.streaming import ArraySource, StreamingCertifier, certify_source
+from dpaudit.auditing.statistics.confidence import Counts, ThresholdPlan
+from dpaudit.auditing.statistics.estimators import epsilon_lower_bound, finish_epsilon, plan_epsilon
+from dpaudit.auditing.statistics.tilt import fit_tilt
+from dpaudit.core.errors import ParameterError
 
 SIGNS = 20
 SHIFT = (1 - math.exp(-1 / 200)) / 2  # P(sign +) - 1/2 for Laplace(200) noise shifted by 1: parallel Laplace

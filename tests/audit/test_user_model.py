@@ -13,8 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from dpaudit.audit.jobs.config import load_configs
-from dpaudit.audit.jobs.runner import RunOptions
+from dpaudit.auditing.jobs.config import load_configs
+from dpaudit.auditing.jobs.runner import RunOptions
 from dpaudit.cli import main
 from tests.helpers import run_documents
 

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from dpaudit.cli import main
-from dpaudit.audit.checks.zoo import VARIANTS, run_zoo
+from dpaudit.auditing.checks.zoo import VARIANTS, run_zoo
 
 CATCHABLE = [v for v in VARIANTS if v.buggy and v.true_epsilon is not None]
 
@@ -44,7 +44,7 @@ def test_no_correct_variant_is_flagged(zoo_runs):
 
 def test_stop_variant_true_epsilons_are_the_exact_values():
     from dpaudit import mechanisms
-    from dpaudit.audit.checks.zoo.variants import STOP_TRUE_EPSILON
+    from dpaudit.auditing.checks.zoo.variants import STOP_TRUE_EPSILON
     from dpaudit.mechanisms.accounting.instances import exact_epsilon
 
     for variant in VARIANTS:
@@ -86,7 +86,7 @@ def test_zoo_exits_1_when_a_bug_beyond_its_claim_is_missed(capsys):
 
 
 def test_a_bug_within_its_claim_is_shown_as_such():
-    from dpaudit.audit.checks.zoo.runner import ZooResult
+    from dpaudit.auditing.checks.zoo.runner import ZooResult
 
     stop = next(v for v in VARIANTS if v.name == "stop-pnsgd-fixed-stop")
     result = ZooResult(stop.name, True, False, 1.37, 4.5, stop.true_epsilon, 1e-5, 1000, 0.1, "")

@@ -16,8 +16,8 @@ import math
 import numpy as np
 import pytest
 
-from dpaudit.audit.checks.zoo import REAL_WORLD, run_zoo
-from dpaudit.audit.checks.zoo.realworld import analytic_sigma, classical_sigma
+from dpaudit.auditing.checks.zoo import REAL_WORLD, run_zoo
+from dpaudit.auditing.checks.zoo.realworld import analytic_sigma, classical_sigma
 from dpaudit.cli import main
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 
@@ -38,7 +38,7 @@ def test_dpaudit_zoo_catches_every_real_world_bug(capsys):
     assert main(["zoo", "--json", "--only", *names]) == 0
     document = json.loads(capsys.readouterr().out)
     assert len(document["variants"]) == len(REAL_WORLD) == 10 and document["failed"] == []
-    from dpaudit.audit.checks.zoo.runner import ZooResult
+    from dpaudit.auditing.checks.zoo.runner import ZooResult
 
     _check([ZooResult(**{k: v for k, v in entry.items() if k not in ("exceeds_claim", "status")})
             for entry in document["variants"]])

@@ -18,7 +18,7 @@ from dpaudit.mechanisms.accounting.claims import profile_claim
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon, gaussian_log_delta
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.validation import check_real
+from dpaudit.core.validation import check_real
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,9 +12,9 @@ from scipy.special import logsumexp
 
 import dpaudit
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.audit.statistics.ceiling import exact_ceiling, statistical_ceiling
+from dpaudit.auditing.statistics.ceiling import exact_ceiling, statistical_ceiling
 from dpaudit.mechanisms.accounting.white_box import step_sums
-from dpaudit.mechanisms.errors import NotExact, ParameterError
+from dpaudit.core.errors import NotExact, ParameterError
 
 
 def _steps(mech, dataset, trials=4000, seed=0):

@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from dpaudit.audit.jobs.runner import RunOptions, run_audits
+from dpaudit.auditing.jobs.runner import RunOptions, run_audits
 from dpaudit.gallery import libraries
 
 

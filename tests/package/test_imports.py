@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from dpaudit.audit._moved import MOVED
+from dpaudit.auditing._moved import MOVED
 from tests.package.test_layers import ROOT
 
 #: Import package -> source folder (the package-dir mapping of pyproject.toml).
 PACKAGES = {"dpaudit": ROOT / "dpaudit", "dpaudit.mechanisms": ROOT / "mechanisms", "dpaudit.attacks": ROOT / "attacks",
-            "dpaudit.audit": ROOT / "audit", "dpaudit.reports": ROOT / "reports"}
+            "dpaudit.auditing": ROOT / "audit", "dpaudit.reports": ROOT / "reports"}
 
 
 def package_modules() -> dict[str, Path]:
@@ -118,7 +118,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_circle_in_the_package():
     graph = import_graph()
-    assert len(graph) > 100 and "dpaudit.audit.jobs.runner" in graph  # the walk saw the package
+    assert len(graph) > 100 and "dpaudit.auditing.jobs.runner" in graph  # the walk saw the package
     assert circles(graph) == []
 
 
@@ -143,12 +143,12 @@ def test_every_moved_module_exists_at_its_new_path():
     assert set(MOVED.values()) <= set(modules)
     # an old path that is a file again would never run: the finder answers for that name first
     assert not set(MOVED) & set(modules)
-    assert {"dpaudit.audit.statistics", "dpaudit.audit.jobs", "dpaudit.audit.checks"} <= set(modules)
+    assert {"dpaudit.auditing.statistics", "dpaudit.auditing.jobs", "dpaudit.auditing.checks"} <= set(modules)
 
 
 _OLD_PATHS = (
     "import warnings, importlib, sys\n"
-    "from dpaudit.audit._moved import MOVED\n"
+    "from dpaudit.auditing._moved import MOVED\n"
     "for old, new in sorted(MOVED.items()):\n"
     "    with warnings.catch_warnings(record=True) as caught:\n"
     "        warnings.simplefilter('always')\n"
@@ -170,17 +170,17 @@ def test_every_old_import_path_works_and_warns():
 
 
 @pytest.mark.parametrize("statement, name", [
-    ("from dpaudit.audit import config", "config"),
-    ("import dpaudit.audit; dpaudit.audit.verdict", "verdict"),
-    ("from dpaudit.audit.zoo import VARIANTS", "zoo"),
-    ("from dpaudit.audit.estimators import plan_epsilon", "estimators"),
+    ("from dpaudit.auditing import config", "config"),
+    ("import dpaudit.auditing; dpaudit.auditing.verdict", "verdict"),
+    ("from dpaudit.auditing.zoo import VARIANTS", "zoo"),
+    ("from dpaudit.auditing.estimators import plan_epsilon", "estimators"),
 ])
 def test_old_spellings_warn_and_name_the_new_path(statement, name):
     code = (f"import warnings\nwarnings.simplefilter('error', DeprecationWarning)\ntry:\n    {statement}\n"
             "except DeprecationWarning as w:\n    print(w)\nelse:\n    print('no warning')\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT.parent)
     assert result.returncode == 0, result.stderr
-    old = f"dpaudit.audit.{name}"
+    old = f"dpaudit.auditing.{name}"
     assert result.stdout.strip() == f"{old} has moved to {MOVED[old]}; import it from there"
 
 
@@ -188,11 +188,11 @@ def test_patching_an_old_path_patches_the_module_in_use():
     import warnings
     from unittest import mock
 
-    import dpaudit.audit.jobs.store as store
+    import dpaudit.auditing.jobs.store as store
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # the warning itself is tested above
-        with mock.patch("dpaudit.audit.store.MEMORY", "patched"):
+        with mock.patch("dpaudit.auditing.store.MEMORY", "patched"):
             assert store.MEMORY == "patched"
     assert store.MEMORY == ":memory:"
 
@@ -200,9 +200,9 @@ def test_patching_an_old_path_patches_the_module_in_use():
 def test_the_package_stays_callable_and_light():
     code = ("import sys, dpaudit, dpaudit.audit\n"
             "assert callable(dpaudit.audit) and 'torch' not in sys.modules\n"
-            "from dpaudit.audit import assert_private, PrivacyViolation\n"
-            "from dpaudit.audit.jobs.api import audit\n"
-            "assert assert_private.__module__ == 'dpaudit.audit.checks.regression'\n")
+            "from dpaudit.auditing import assert_private, PrivacyViolation\n"
+            "from dpaudit.auditing.jobs.api import audit\n"
+            "assert assert_private.__module__ == 'dpaudit.auditing.checks.regression'\n")
     result = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True,
                             text=True, cwd=ROOT.parent)
     assert result.returncode == 0, result.stderr

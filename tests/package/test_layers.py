@@ -76,7 +76,7 @@ def test_importing_changes_no_global_state():
         "import matplotlib; before = matplotlib.get_backend()\n"
         "from dpaudit.mechanisms import registered; names = set(registered())\n"
         "import importlib\n"
-        "for module in ('dpaudit', 'dpaudit.attacks', 'dpaudit.audit', 'dpaudit.reports', 'dpaudit.audit.checks.zoo',\n"
+        "for module in ('dpaudit', 'dpaudit.attacks', 'dpaudit.audit', 'dpaudit.reports', 'dpaudit.auditing.checks.zoo',\n"
         "               'dpaudit.reports.plots', 'dpaudit.reports.html', 'dpaudit.gallery', 'dpaudit.cli'):\n"
         "    importlib.import_module(module)\n"
         "assert set(registered()) == names, set(registered()) - names\n"

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.user_code import load_object
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dpaudit.audit.jobs.config import parse_config
-from dpaudit.audit.jobs.runner import RunOptions
+from dpaudit.auditing.jobs.config import parse_config
+from dpaudit.auditing.jobs.runner import RunOptions
 from dpaudit.reports.render import render
 from tests.helpers import run_documents
 

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from dpaudit.audit.jobs.config import parse_config
-from dpaudit.audit.jobs.runner import RunOptions
+from dpaudit.auditing.jobs.config import parse_config
+from dpaudit.auditing.jobs.runner import RunOptions
 from dpaudit.reports.render import render
 from dpaudit.reports.text import portfolio_rows
 from tests.helpers import run_documents

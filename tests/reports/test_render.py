@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from dpaudit.cli import main
-from dpaudit.audit.jobs.config import parse_config
-from dpaudit.audit.jobs.runner import RunOptions
+from dpaudit.auditing.jobs.config import parse_config
+from dpaudit.auditing.jobs.runner import RunOptions
 from tests.helpers import run_documents
 from dpaudit.reports.render import render
 

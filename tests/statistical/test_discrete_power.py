@@ -15,8 +15,8 @@ import dpaudit
 from dpaudit.attacks.discrete import CALIBRATION_SHARE, fit_discrete
 from dpaudit.attacks.score_protocol import fitted_tail_model
 from dpaudit.attacks.value_counts import record_groups
-from dpaudit.audit.checks.regression import PrivacyViolation
-from dpaudit.audit.jobs.streaming import StreamingCertifier
+from dpaudit.auditing.checks.regression import PrivacyViolation
+from dpaudit.auditing.jobs.streaming import StreamingCertifier
 from dpaudit.mechanisms.dataset import as_dataset
 from tests import discrete_algorithms as algorithms
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.audit.jobs.api import audit
+from dpaudit.auditing.jobs.api import audit
 
 # One canary gradient at step 1 of 50, z = s m / L = 1: a convex (linear) loss hides it behind the 49 later
 # steps' noise (amplification by iteration claims mu_eq = 1 / sqrt(50) = 0.141, epsilon 0.546 at 1e-5); the

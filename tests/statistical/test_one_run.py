@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from dpaudit.audit.statistics.one_run_fdp import fdp_rejects, guess_grid, one_run_audit
+from dpaudit.auditing.statistics.one_run_fdp import fdp_rejects, guess_grid, one_run_audit
 from dpaudit.cli import main
 from dpaudit.mechanisms import ParameterError
 

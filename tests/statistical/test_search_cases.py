@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 
 import dpaudit
-from dpaudit.audit.checks.search import search
-from dpaudit.audit.checks.zoo.auditorium import CASES
+from dpaudit.auditing.checks.search import search
+from dpaudit.auditing.checks.zoo.auditorium import CASES
 
 pytestmark = pytest.mark.statistical
 CASE = {case.name: case for case in CASES}

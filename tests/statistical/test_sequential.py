@@ -16,9 +16,9 @@ import pytest
 
 import dpaudit
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.audit.statistics.confidence import Counts
-from dpaudit.audit.statistics.estimators import finish_epsilon, plan_epsilon
-from dpaudit.audit.statistics.sequential import plan_looks
+from dpaudit.auditing.statistics.confidence import Counts
+from dpaudit.auditing.statistics.estimators import finish_epsilon, plan_epsilon
+from dpaudit.auditing.statistics.sequential import plan_looks
 from dpaudit.mechanisms.accounting.shuffle_exact import shuffled_rr_epsilon
 
 pytestmark = pytest.mark.statistical

@@ -21,9 +21,9 @@ import pytest
 
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.audit.statistics.confidence import error_counts
-from dpaudit.audit.jobs.api import audit
-from dpaudit.audit.statistics.estimators import epsilon_lower_bound, gdp_lower_bound
+from dpaudit.auditing.statistics.confidence import error_counts
+from dpaudit.auditing.jobs.api import audit
+from dpaudit.auditing.statistics.estimators import epsilon_lower_bound, gdp_lower_bound
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon, laplace_epsilon
 
 pytestmark = pytest.mark.statistical

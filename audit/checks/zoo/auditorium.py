@@ -181,7 +181,7 @@ def exact_epsilon(case: "AuditoriumCase", first: np.ndarray, second: np.ndarray,
     Noisy max: the exponential mechanism's law ``P(i) ~ exp(epsilon c_i / 2)``, pure. The gradient step: a
     Gaussian shift of the clipped sums over ``noise_multiplier clip``, at ``delta``. The mean: None.
     """
-    from dpaudit.audit.checks.zoo.svt_laws import _pattern_masses, _svt_outcomes, svt_values_law
+    from dpaudit.auditing.checks.zoo.svt_laws import _pattern_masses, _svt_outcomes, svt_values_law
     from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 
     first = np.asarray(first, dtype=np.float64).ravel()

@@ -6,7 +6,7 @@ enumerated where the output is discrete (noisy-max indices, RAPPOR bit
 counts, the truncated geometric), and cells of a fine grid where it is
 continuous (the noisy maximum, sums of Laplace log-ratios), each cell's mass
 computed from the exact CDFs; the sparse vector technique's laws are in
-:mod:`dpaudit.audit.checks.zoo.svt_laws`. From it:
+:mod:`dpaudit.auditing.checks.zoo.svt_laws`. From it:
 
 * the true pure epsilon of the pair, ``max_o |log(mass_b(o) / mass_a(o))|``
   (infinite where one side gives an outcome probability 0 and the other not;
@@ -16,11 +16,11 @@ computed from the exact CDFs; the sparse vector technique's laws are in
   outcomes in decreasing order of the likelihood ratio and a fraction of the
   boundary outcome (Neyman-Pearson); its bound from the *expected* counts, by
   the better of Clopper-Pearson and the conditional bound
-  (:func:`dpaudit.audit.statistics.ceiling.statistical_ceiling`). A partition coarser
+  (:func:`dpaudit.auditing.statistics.ceiling.statistical_ceiling`). A partition coarser
   than the output can only lower it: the ceiling of a cell law is what the
   best test of the cells certifies;
 * the ceiling's band: where 95% of audits at the oracle threshold land
-  (:func:`dpaudit.audit.statistics.ceiling.statistical_ceiling_band`), the spread a
+  (:func:`dpaudit.auditing.statistics.ceiling.statistical_ceiling_band`), the spread a
   single run's certified bound has even with the best test.
 
 References
@@ -35,9 +35,9 @@ import math
 
 import numpy as np
 
-from dpaudit.audit.statistics.ceiling import CeilingBand, statistical_ceiling, statistical_ceiling_band
-from dpaudit.audit.checks.zoo.blackbox import bloom_positions, geometric_cdf
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.auditing.statistics.ceiling import CeilingBand, statistical_ceiling, statistical_ceiling_band
+from dpaudit.auditing.checks.zoo.blackbox import bloom_positions, geometric_cdf
+from dpaudit.core.errors import ParameterError
 
 __all__ = ["OutputLaw", "noisy_max_index_law", "noisy_max_value_law", "laplace_shift_law", "geometric_law",
            "rappor_law", "merged_law", "product_law", "noise_cdf", "log_noise_cdf", "laplace_between", "grid_edges"]

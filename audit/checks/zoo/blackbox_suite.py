@@ -1,7 +1,7 @@
 """The black-box benchmark suite: each algorithm at its published claim, on the pair the pattern search picks.
 
 For each algorithm of :data:`SUITE` the runner screens the standard input
-patterns (:func:`dpaudit.audit.checks.vector_pairs.screen_vector_pairs`), then runs
+patterns (:func:`dpaudit.auditing.checks.vector_pairs.screen_vector_pairs`), then runs
 on the strongest pair, from a seed the screening never used, the audit that
 ``dpaudit.assert_private`` runs with its default settings (the default
 portfolio, sequential looks, the claim at delta 0). Next to the certified
@@ -9,7 +9,7 @@ bound it reports the pair's true epsilon and the statistical ceiling at the
 run's trials with its band (where 95% of audits at the oracle threshold land:
 one run's bound scatters that much even with the best test), from the exact
 output law where one is computed
-(:mod:`dpaudit.audit.checks.zoo.blackbox_laws`, :mod:`dpaudit.audit.checks.zoo.svt_laws`);
+(:mod:`dpaudit.auditing.checks.zoo.blackbox_laws`, :mod:`dpaudit.auditing.checks.zoo.svt_laws`);
 docs/theory.md section 8.
 """
 
@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.audit.jobs.api import audit
-from dpaudit.audit.checks.vector_pairs import VectorCandidate, screen_vector_pairs
-from dpaudit.audit.checks.zoo import blackbox as bb
-from dpaudit.audit.checks.zoo import blackbox_laws as laws
-from dpaudit.audit.checks.zoo import svt_laws
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.auditing.jobs.api import audit
+from dpaudit.auditing.checks.vector_pairs import VectorCandidate, screen_vector_pairs
+from dpaudit.auditing.checks.zoo import blackbox as bb
+from dpaudit.auditing.checks.zoo import blackbox_laws as laws
+from dpaudit.auditing.checks.zoo import svt_laws
+from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.wrapped import BatchedCallableMechanism, from_batched_callable
 
 __all__ = ["SUITE", "Algorithm", "SuiteResult", "run_blackbox_suite", "screen_algorithm"]
@@ -47,7 +47,7 @@ class Algorithm:
     queries: int
     output_dim: int
     claim: float
-    relation: str  # "component-wise" or "one-answer" (dpaudit.audit.checks.vector_pairs)
+    relation: str  # "component-wise" or "one-answer" (dpaudit.auditing.checks.vector_pairs)
     violates: bool  # the claim is false under the relation (the literature's verdict)
     why: str
     law: Law | None = None  # the exact output law on a pair, where computed
@@ -203,7 +203,7 @@ def screen_algorithm(algorithm: Algorithm, *, trials: int, seed: int = 0, screen
                      **screen_options: Any) -> tuple[list[dict[str, Any]], VectorCandidate, np.random.SeedSequence]:
     """The suite's pair search for an audit of ``trials`` per side: the screen's table, the chosen pair and
     the seed its audit certifies from (one the screen never drew from); ``screen_options`` go to
-    :func:`~dpaudit.audit.checks.vector_pairs.screen_vector_pairs` (``finalists``, ``final_factor``, ``scores``)."""
+    :func:`~dpaudit.auditing.checks.vector_pairs.screen_vector_pairs` (``finalists``, ``final_factor``, ``scores``)."""
     screen_trials = screen_trials or max(20_000, trials // 20)
     screening, certifying = np.random.SeedSequence([seed, 0xB1ACB0]).spawn(2)
     table, chosen = screen_vector_pairs(algorithm.mechanism(), queries=algorithm.queries,

@@ -15,7 +15,7 @@ import torch
 from dpaudit.mechanisms import noise
 from dpaudit.mechanisms.base import param
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import NotExact
+from dpaudit.core.errors import NotExact
 from dpaudit.mechanisms.iterative import injected_rows
 from dpaudit.mechanisms.kernels import ProjectedKernel
 from dpaudit.mechanisms.losses import _clip_rows

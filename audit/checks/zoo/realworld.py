@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dpaudit.audit.checks.zoo.variants import DELTA, Variant
+from dpaudit.auditing.checks.zoo.variants import DELTA, Variant
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon, laplace_epsilon
 from dpaudit.mechanisms.base import RELEASE_GRID, snap
 from dpaudit.mechanisms.wrapped import from_batched_callable
@@ -149,7 +149,7 @@ def _pair(name, description, builder, claimed, true_buggy, true_correct, *, scor
 
 
 def _classical_ceiling(trials: int) -> float:
-    from dpaudit.audit.statistics.ceiling import gaussian_ceiling
+    from dpaudit.auditing.statistics.ceiling import gaussian_ceiling
 
     return gaussian_ceiling(1 / classical_sigma(**CLASSICAL), trials=trials, delta=DELTA)
 

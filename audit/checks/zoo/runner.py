@@ -6,9 +6,9 @@ import dataclasses
 import time
 from typing import Any
 
-from dpaudit.audit.jobs.api import audit
-from dpaudit.audit.checks.zoo.realworld import REAL_WORLD, UserCodeVariant
-from dpaudit.audit.checks.zoo.variants import VARIANTS, Variant, claimed_epsilon
+from dpaudit.auditing.jobs.api import audit
+from dpaudit.auditing.checks.zoo.realworld import REAL_WORLD, UserCodeVariant
+from dpaudit.auditing.checks.zoo.variants import VARIANTS, Variant, claimed_epsilon
 
 __all__ = ["ZooResult", "run_zoo"]
 

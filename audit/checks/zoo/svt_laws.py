@@ -6,7 +6,7 @@ not answered after the cutoff) and integrates over ``rho`` on fine cells.
 SVT3 and numerical SVT also release noisy answers; their laws add cells of
 those values (SVT3, whose values depend on ``rho``) or of their likelihood
 ratio (numerical SVT, whose released answers carry fresh noise).
-The laws are :class:`~dpaudit.audit.checks.zoo.blackbox_laws.OutputLaw`
+The laws are :class:`~dpaudit.auditing.checks.zoo.blackbox_laws.OutputLaw`
 objects, with their true epsilon and ceiling.
 
 References
@@ -24,7 +24,7 @@ import itertools
 
 import numpy as np
 
-from dpaudit.audit.checks.zoo.blackbox_laws import (OutputLaw, grid_edges, laplace_between, laplace_shift_law,
+from dpaudit.auditing.checks.zoo.blackbox_laws import (OutputLaw, grid_edges, laplace_between, laplace_shift_law,
                                                     noise_cdf, product_law)
 
 __all__ = ["numerical_svt_law", "svt_law", "svt_values_law", "svt34_law"]
@@ -140,7 +140,7 @@ def numerical_svt_law(answers_a: np.ndarray, answers_b: np.ndarray, *, epsilon: 
     ``q_j + Lap(3c/eps)``, drawn independently of the comparisons. So an outcome is an answer vector
     ``v`` (:func:`svt_law`'s integral with these scales) and, given ``v``, the released answers at its
     queries above, whose likelihood ratio is that of a sum of Laplace shifts
-    (:func:`~dpaudit.audit.checks.zoo.blackbox_laws.laplace_shift_law`): the outcomes are the pairs
+    (:func:`~dpaudit.auditing.checks.zoo.blackbox_laws.laplace_shift_law`): the outcomes are the pairs
     (answer vector, cell of that sum), of probability the product.
     """
     query_scale, value_scale = 6.0 * cutoff / epsilon, 3.0 * cutoff / epsilon

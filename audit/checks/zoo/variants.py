@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dpaudit import mechanisms
-from dpaudit.audit.checks.zoo import broken
+from dpaudit.auditing.checks.zoo import broken
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon, laplace_epsilon

@@ -22,7 +22,7 @@ from dpaudit.mechanisms.accounting.last_iterate import MixtureLaws, count_mixtur
 from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS, subsampled_gaussian_rdp
 from dpaudit.mechanisms.accounting.shuffled_batches import shuffled_claims
 from dpaudit.mechanisms.accounting.tight import pld_claim, wor_rdp_claim
-from dpaudit.mechanisms.kinds import SHUFFLED
+from dpaudit.core.kinds import SHUFFLED
 
 __all__ = ["SURROGATE", "model_claims", "pnsgd_model_claims", "surrogate_laws"]
 

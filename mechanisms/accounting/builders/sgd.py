@@ -22,7 +22,7 @@ from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS, subsampled_gaussian_rdp
 from dpaudit.mechanisms.accounting.shuffled_batches import CHUA, GAUSSIAN_EPOCHS, shuffled_claims
 from dpaudit.mechanisms.accounting.subsampling import amplify_by_subsampling
-from dpaudit.mechanisms.kinds import SHUFFLED
+from dpaudit.core.kinds import SHUFFLED
 from dpaudit.mechanisms.accounting.tight import PLD_CITATION, WOR_CITATION, pld_claim, wor_gaussian_rdp, wor_rdp_claim
 from dpaudit.mechanisms.losses import NONCONVEX_LOSSES
 
