@@ -16,6 +16,14 @@ output is the log ratio of the cell's smoothed frequencies under ``S'`` and
 feature to use is chosen on calibration data (fit on one half, judged on
 the other), and the table is then refitted on all calibration trials; the
 trials that certify the bound are never seen.
+
+Outputs already on a coarse grid (each value a multiple of a power of two
+far above its float spacing, as a release rounded to ``2^-12`` is) carry no
+bit below the grid: every feature is then the same for every output, and the
+score would only read the value windows, a coarse histogram of the values
+that other scores read better. The fitted score then says so
+(``declined``, :func:`grid_reason`), and a portfolio skips it (named alone,
+it still runs).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["FEATURES", "bit_feature", "fit_float_bits"]
+__all__ = ["FEATURES", "bit_feature", "fit_float_bits", "grid_reason"]
 
 _MANTISSA = np.uint64((1 << 52) - 1)
 _WINDOWS = 16
@@ -90,6 +98,38 @@ def _separation(scores_a: np.ndarray, scores_b: np.ndarray) -> float:
     return float(np.max(np.log((tpr + floor) / (fpr + floor))))
 
 
+def _grid_exponent(values: np.ndarray) -> int | None:
+    """The largest ``k`` such that every finite non-zero value is a multiple of ``2^k`` (None: no such value)."""
+    bits = np.ascontiguousarray(values[np.isfinite(values) & (values != 0)], dtype=np.float64).view(np.uint64)
+    if bits.size == 0:
+        return None
+    biased = ((bits >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
+    significand = (bits & _MANTISSA) | np.where(biased > 0, np.uint64(1 << 52), np.uint64(0))
+    lowest = significand & (~significand + np.uint64(1))  # the lowest set bit
+    trailing = np.log2(lowest.astype(np.float64)).astype(np.int64)  # a power of two: exact
+    return int(np.min(np.maximum(biased, 1) - 1075 + trailing))
+
+
+def grid_reason(cal_a: np.ndarray, cal_b: np.ndarray) -> str | None:
+    """Why the bit features read nothing in these outputs, or None when they may.
+
+    Every bit feature is constant when every value's significand ends in at least ``_TRAILING_CAP``
+    zero bits (the coordinates the score reads, both sides): the outputs lie on a grid far coarser than
+    their float spacing, and the released values carry nothing below it.
+    """
+    columns = min(cal_a.shape[1], _MAX_COORDINATES)
+    values = np.concatenate([cal_a[:, :columns].ravel(), cal_b[:, :columns].ravel()])
+    finite = values[np.isfinite(values)]
+    if finite.size and np.any(_trailing_zeros(np.ascontiguousarray(finite).view(np.uint64) & _MANTISSA)
+                              < _TRAILING_CAP):
+        return None
+    exponent = _grid_exponent(finite)
+    grid = "" if exponent is None else f" of 2^{exponent}"
+    return (f"score 'float-bits' reads the low bits of released floats, but every released value lies on a "
+            f"grid{grid} (its significand ends in at least {_TRAILING_CAP} zero bits): nothing below the grid "
+            f"to read")
+
+
 def fit_float_bits(cal_a: np.ndarray, cal_b: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """Choose a coordinate and a bit feature on calibration outputs and return the fitted score.
 
@@ -101,7 +141,8 @@ def fit_float_bits(cal_a: np.ndarray, cal_b: np.ndarray) -> Callable[[np.ndarray
     Returns
     -------
     callable
-        ``outputs -> scores``, larger when the output's cell is more frequent under ``S'``.
+        ``outputs -> scores``, larger when the output's cell is more frequent under ``S'``; with
+        ``declined`` (a reason) when the outputs lie on a coarse grid (:func:`grid_reason`).
     """
     cal_a = np.asarray(cal_a, dtype=np.float64).reshape(len(cal_a), -1)
     cal_b = np.asarray(cal_b, dtype=np.float64).reshape(len(cal_b), -1)
@@ -113,4 +154,8 @@ def fit_float_bits(cal_a: np.ndarray, cal_b: np.ndarray) -> Callable[[np.ndarray
             value = _separation(table(cal_a[half_a:]), table(cal_b[half_b:]))
             if value > best:
                 best, chosen = value, (column, feature)
-    return _CellTable(chosen[0], chosen[1], cal_a, cal_b)
+    table = _CellTable(chosen[0], chosen[1], cal_a, cal_b)
+    reason = grid_reason(cal_a, cal_b)
+    if reason:
+        table.declined = reason
+    return table

@@ -17,8 +17,8 @@ import numpy as np
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.core.errors import ParameterError
 
-__all__ = ["TAIL_MODELS", "Score", "ScoreFunction", "check_score", "fitted_calibration_share", "fitted_tail_model",
-           "score_applies", "score_fitted", "score_needs_calibration"]
+__all__ = ["TAIL_MODELS", "Score", "ScoreFunction", "check_score", "fitted_calibration_share", "fitted_declined",
+           "fitted_tail_model", "score_applies", "score_fitted", "score_needs_calibration"]
 
 #: How a fitted score's calibration rates place the epsilon test: as counted, by its exponential tilt
 #: (``audit.statistics.tilt``), or hedged: the counts' test, the thin tail's and the tilt's certified together
@@ -154,3 +154,22 @@ def fitted_calibration_share(function: ScoreFunction) -> float:
         raise ParameterError(f"a fitted score's calibration_share must be a number in [0, 0.5), got "
                              f"calibration_share={share!r}")
     return float(share)
+
+
+def fitted_declined(function: ScoreFunction) -> str | None:
+    """Why a fitted score has nothing to read in the calibration outputs it was fitted on, or None.
+
+    A fitted score function may carry ``declined``, a reason (``float-bits`` on outputs that lie on a
+    coarse grid: no bit below the grid carries anything, ``attacks.float_bits.grid_reason``). A portfolio
+    then skips it, listing the reason (``audit.statistics.portfolio``); a score named alone still runs.
+
+    Raises
+    ------
+    ParameterError
+        When ``declined`` is set to anything but a non-empty string or None.
+    """
+    reason = getattr(function, "declined", None)
+    if reason is not None and not (isinstance(reason, str) and reason):
+        raise ParameterError(f"a fitted score's declined must be a reason (a non-empty string) or None, got "
+                             f"declined={reason!r}")
+    return reason

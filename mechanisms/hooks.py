@@ -157,6 +157,13 @@ class AuditHooks:
                              f"got {self.name!r}")
 
     @property
+    def seeded(self) -> bool:
+        """False when the mechanism draws randomness that the seed dpaudit passes does not fix (a library seeded
+        by the operating system, user code declared ``seeded=False``): a rerun with the same seed draws other
+        trials, so messages and reports give no seed to reproduce with."""
+        return True
+
+    @property
     def declared_record_domain(self) -> tuple[float, float] | None:
         """The interval the records of a user function or library adapter may take (``None``: undeclared);
         the neighbour search draws its candidate pairs from it."""

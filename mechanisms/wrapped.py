@@ -30,6 +30,9 @@ class CallableMechanism(Mechanism):
     dim: int
     label: str = "callable"
     record_domain: tuple[float, float] | None = None  # declared: records outside it are refused
+    #: False: ``fn`` draws randomness ``rng`` does not fix (a C++ library seeded by the operating system), so a
+    #: rerun with the same seed draws other trials (``AuditHooks.seeded``)
+    seeded: bool = True
 
     name = "callable"
     summary = "a user function fn(dataset, rng) -> array, one trial per call"
@@ -45,6 +48,8 @@ class CallableMechanism(Mechanism):
         if not callable(self.fn):
             raise ParameterError(f"fn must be callable, got fn={self.fn!r}")
         check_int("output_dim", self.dim, minimum=1)
+        if not isinstance(self.seeded, (bool, np.bool_)):
+            raise ParameterError(f"seeded must be True or False, got seeded={self.seeded!r}")
         if self.record_domain is not None:
             low, high = (float(v) for v in self.record_domain)
             if not (np.isfinite(low) and np.isfinite(high) and low < high):
@@ -65,7 +70,8 @@ class CallableMechanism(Mechanism):
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"function": self.label, "output_dim": self.dim}
+        unseeded = {} if self.seeded else {"seeded": False}  # seeded code keeps its audit ids
+        return {"function": self.label, "output_dim": self.dim, **unseeded}
 
     def check_dataset(self, data: Dataset) -> None:
         if not np.all(np.isfinite(data.records)):
@@ -89,8 +95,8 @@ class CallableMechanism(Mechanism):
 
 
 def from_callable(fn: Callable[[np.ndarray, np.random.Generator], Any], output_dim: int,
-                  *, name: str | None = None, record_domain: tuple[float, float] | None = None
-                  ) -> CallableMechanism:
+                  *, name: str | None = None, record_domain: tuple[float, float] | None = None,
+                  seeded: bool = True) -> CallableMechanism:
     """Wrap ``fn(dataset, rng) -> array`` of length ``output_dim`` as a mechanism.
 
     Parameters
@@ -106,8 +112,12 @@ def from_callable(fn: Callable[[np.ndarray, np.random.Generator], Any], output_d
     record_domain : (float, float), optional
         Where records lie: datasets outside it are refused, and
         ``dpaudit.search`` builds its candidate pairs from it.
+    seeded : bool
+        False when ``fn`` draws randomness that ``rng`` does not fix (a library seeded by the operating
+        system): the audit is as valid, but a rerun with the same seed draws other trials, and messages
+        and reports say so instead of giving a seed to reproduce with.
     """
-    return CallableMechanism(fn, output_dim, _label(fn, name), record_domain)
+    return CallableMechanism(fn, output_dim, _label(fn, name), record_domain, seeded)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,8 +145,8 @@ class BatchedCallableMechanism(CallableMechanism):
 
 
 def from_batched_callable(fn: Callable[[np.ndarray, np.random.Generator, int], Any], output_dim: int,
-                          *, name: str | None = None, record_domain: tuple[float, float] | None = None
-                          ) -> BatchedCallableMechanism:
+                          *, name: str | None = None, record_domain: tuple[float, float] | None = None,
+                          seeded: bool = True) -> BatchedCallableMechanism:
     """Wrap ``fn(dataset, rng, trials) -> (trials, output_dim)`` array as a mechanism.
 
     Parameters
@@ -153,8 +163,10 @@ def from_batched_callable(fn: Callable[[np.ndarray, np.random.Generator, int], A
         Label used in reports (default: the function's qualified name).
     record_domain : (float, float), optional
         As for :func:`from_callable`.
+    seeded : bool
+        As for :func:`from_callable` (False for a library that draws its own noise).
     """
-    return BatchedCallableMechanism(fn, output_dim, _label(fn, name), record_domain)
+    return BatchedCallableMechanism(fn, output_dim, _label(fn, name), record_domain, seeded)
 
 
 def _label(fn: Callable, name: str | None) -> str:

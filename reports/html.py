@@ -21,6 +21,7 @@ from dpaudit.reports.text import (
     portfolio_rows,
     reading_guide,
     release_text,
+    reproduction_text,
     shown_params,
     typed,
     verdict_sentence,
@@ -80,7 +81,7 @@ def html(result: Any) -> str:
     return _ENV.get_template("report.html.j2").render(
         doc=result, sentence=verdict_sentence(result), gdp=gdp_sentence(result), figures=figures,
         notable=notable_sentences(result),
-        release=release_text(result.mechanism.get("release_grid")),
+        release=release_text(result.mechanism.get("release_grid")), reproduction=reproduction_text(result),
         claims=claims_rows(result.claims, result.tightness, result.empirical.epsilon_lower_bound),
         guide=reading_guide(result), params=shown_params(result.mechanism),
         index_columns=INDEX_COLUMNS, index_rows=index_rows(result),

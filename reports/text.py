@@ -20,7 +20,7 @@ from dpaudit.auditing.statistics.verdict import applicable_bounds
 
 __all__ = ["BAND_WORDS", "CEILING_WORDS", "band_text", "claims_rows", "estimate_rows", "gdp_sentence", "index_rows",
            "markdown", "md", "notable_sentences", "num", "one_run_lines", "portfolio_rows", "reading_guide",
-           "release_text", "shown_params", "tightest_claim", "typed", "verdict_sentence"]
+           "release_text", "reproduction_text", "shown_params", "tightest_claim", "typed", "verdict_sentence"]
 
 Result = AuditResult | Mapping[str, Any]
 
@@ -160,6 +160,17 @@ def release_text(grid: Any) -> str:
         return "outputs released as computed (a user function: its float bits are part of what is audited)"
     return (f"outputs snapped to multiples of {_plain_num(grid, 'g')}; the claims assume this resolution "
             "(docs/theory.md 1.9)")
+
+
+def reproduction_text(result: Result) -> str:
+    """``seed N``, and for a mechanism whose randomness the seed does not fix (``seeded`` False) that a rerun
+    draws other trials."""
+    result = typed(result)
+    text = f"seed {num(result.seed, 'd')}"
+    if result.mechanism.get("seeded", True) is False:
+        text += (" (not reproducible from it: the mechanism draws randomness the seed does not fix, so a rerun "
+                 "draws other trials)")
+    return text
 
 
 def shown_params(mechanism: Mapping[str, Any]) -> dict[str, Any]:
@@ -354,7 +365,7 @@ def markdown(result: Result) -> str:
         lines += ["", "## Scores tried (portfolio)", ""]
         lines += _table(PORTFOLIO_COLUMNS, candidates)
     timings = result.timings
-    lines += ["", "## Reproduction", "", f"- audit id {md(result.audit_id)}, seed {num(result.seed, 'd')}, "
+    lines += ["", "## Reproduction", "", f"- audit id {md(result.audit_id)}, {md(reproduction_text(result))}, "
               f"dpaudit {md(result.code_version)}",
               f"- {num(timings.get('seconds'), '.1f')} s wall, {num(timings.get('chunks_computed', 0), 'd')} chunks "
               f"computed, {num(timings.get('chunks_reused', 0), 'd')} reused", ""]

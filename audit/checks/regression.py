@@ -8,10 +8,16 @@ or ``1 - confidence`` overall when the pytest plugin splits it (``--dp-audit-spl
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from dpaudit.attacks.canaries import CanarySpec
 from dpaudit.auditing.checks.api import audit
+from dpaudit.auditing.jobs.job import AUDIT_DEFAULTS, AuditJob, make_job
+from dpaudit.auditing.jobs.runner import RunOptions, run_audits
+from dpaudit.auditing.jobs.store import MEMORY
+from dpaudit.auditing.statistics.budget import check_budget
+from dpaudit.core.errors import ParameterError
 from dpaudit.core.validation import check_real
 from dpaudit.mechanisms.base import Mechanism
 
@@ -19,7 +25,11 @@ __all__ = ["PrivacyViolation", "assert_private"]
 
 
 class PrivacyViolation(AssertionError):
-    """An audit certified that a mechanism is less private than claimed."""
+    """An audit certified that a mechanism is less private than claimed; ``result`` is its ``AuditResult``."""
+
+    def __init__(self, message: str, result: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, dataset_pair=None,
@@ -47,7 +57,10 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
         A correct mechanism fails with probability at most ``1 - confidence``.
     chunk_size : int, optional
         Trials per chunk, the unit between looks (default ``trials // 64``, between 1,000 and 10,000,
-        so that about six looks are planned: the first after about 1.5% of the budget).
+        so that about six looks are planned: the first after about 1.5% of the budget). By default the
+        calibration part is drawn in chunks of ``dpaudit.audit``'s default size, so that both choose the
+        same score and place the same test from the same seed and trials (when that size fits the memory
+        budget); a ``chunk_size`` given is used for both parts.
     score : str, Score or list of them, optional
         A score's name, a score object, or a list of either (a portfolio, one chosen on calibration
         trials). Default ``"auto"``: every registered score that applies, one chosen on calibration trials.
@@ -59,24 +72,32 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
     Returns
     -------
     dict
-        The certified bounds and the claim, when no violation is certified.
+        The certified bounds and the claim, when no violation is certified (``result``: the ``AuditResult``).
 
     Raises
     ------
     PrivacyViolation
-        With the certified bound, the claim, the confidence and how to reproduce.
+        With the certified bound, the claim, the confidence and how to reproduce (its ``result``: the
+        ``AuditResult``).
     """
     __tracebackhide__ = True  # pytest shows the message, not this helper's frames
     epsilon = check_real("epsilon", epsilon, nonnegative=True)
+    calibration_chunk = None
     if chunk_size is None:
         chunk_size = min(10_000, max(1_000, trials // 64))
-    if design == "one-run":
+        calibration_chunk = AUDIT_DEFAULTS["chunk_size"]  # calibration drawn as dpaudit.audit draws it
+    if design == "one-run" or canaries is not None or runs is not None:
         result = audit(mechanism, design=design, canaries=canaries, runs=runs, canary=canary, dataset_pair=dataset_pair,
                        score=score, delta=delta, confidence=confidence, seed=seed, claimed_epsilon=epsilon)
     else:
-        result = audit(mechanism, dataset_pair=dataset_pair, canary=canary, score=score, trials=trials,
+        if design != "many-runs":
+            raise ParameterError(f"design must be 'many-runs' or 'one-run', got design={design!r}")
+        job = make_job(mechanism, dataset_pair=dataset_pair, canary=canary, score=score, trials=trials,
                        delta=delta, confidence=confidence, seed=seed, sequential=True, claimed_epsilon=epsilon,
-                       chunk_size=chunk_size, design=design, canaries=canaries, runs=runs)
+                       chunk_size=chunk_size)
+        if calibration_chunk is not None and _fits(job, calibration_chunk):
+            job = dataclasses.replace(job, calibration_chunk=calibration_chunk)
+        result = run_audits([job], RunOptions(store=MEMORY, workers=1, progress=False))[0]
     bound = result.epsilon_lower_bound
     chosen = result.attack["score"]
     looks = result.sequential
@@ -84,16 +105,18 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
         "mechanism": mechanism.label, "claimed_epsilon": epsilon, "delta": delta,
         "epsilon_lower_bound": bound, "mu_lower_bound": result.empirical.mu_lower_bound,
         "confidence": confidence, "trials": trials, "seed": seed, "score": chosen, "violation": bound > epsilon,
-        "trials_used": looks.get("trials_used", trials), "looks": looks,
+        "trials_used": looks.get("trials_used", trials), "looks": looks, "result": result,
     }
+    if not mechanism.seeded:
+        summary["seeded"] = False
     if result.one_run:
         summary.update(trials=result.empirical.trials, trials_used=result.empirical.trials, design="one-run",
                        canaries=result.one_run["pooled_canaries"])
         if bound > epsilon:
             raise PrivacyViolation(
                 f"{summary['mechanism']} is not ({epsilon:g}, {delta:g})-DP: {result.one_run['statement']} "
-                f"Reproduce with assert_private(..., design='one-run', canaries={result.one_run['canaries']}, "
-                f"runs={result.one_run['runs']}, seed={seed}, confidence={confidence:g}).")
+                + _rerun(mechanism, f"design='one-run', canaries={result.one_run['canaries']}, "
+                                    f"runs={result.one_run['runs']}", seed, confidence), result)
         return summary
     if bound > epsilon:
         raise PrivacyViolation(
@@ -101,7 +124,26 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
             f"at delta={delta:g} with confidence {confidence:g} ({summary['trials_used']} of {trials} trials per "
             f"dataset, stopped at look {looks.get('stopped_at_look', 1)} of {looks.get('looks_planned', 1)}, "
             f"score {chosen!r}, "
-            f"{result.canary['kind']} canary, {result.canary['relation']}). Reproduce with "
-            f"assert_private(..., trials={trials}, seed={seed}, confidence={confidence:g}, "
-            f"chunk_size={chunk_size}).")
+            f"{result.canary['kind']} canary, {result.canary['relation']}). "
+            + _rerun(mechanism, f"trials={trials}", seed, confidence, f", chunk_size={chunk_size}"), result)
     return summary
+
+
+def _fits(job: AuditJob, chunk: int) -> bool:
+    """Whether ``job``'s audit fits the memory budget with chunks of ``chunk`` trials (in memory, one worker)."""
+    try:
+        check_budget(job.mechanism, len(job.pairs), dataclasses.replace(job.settings, chunk_size=chunk),
+                     fitted=job.fitted)
+    except ParameterError:
+        return False
+    return True
+
+
+def _rerun(mechanism: Mechanism, options: str, seed: int, confidence: float, tail: str = "") -> str:
+    """How to reproduce the audit: the call with its seed, or, for a mechanism whose randomness the seed does not fix
+    (``seeded`` False), that a rerun draws other trials and is a fresh audit."""
+    if mechanism.seeded:
+        return f"Reproduce with assert_private(..., {options}, seed={seed}, confidence={confidence:g}{tail})."
+    return (f"Not reproducible from a seed: {mechanism.label} draws randomness the seed does not fix (seeded=False), "
+            f"so assert_private(..., {options}, confidence={confidence:g}{tail}) again is a fresh audit of other "
+            f"trials, valid at the same confidence.")

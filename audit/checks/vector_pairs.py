@@ -43,6 +43,7 @@ import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.discrete import fit_discrete
+from dpaudit.attacks.score_protocol import fitted_declined
 from dpaudit.attacks.scores import fit_score
 from dpaudit.attacks.value_counts import record_groups
 from dpaudit.auditing.statistics.confidence import cp_upper
@@ -52,7 +53,7 @@ from dpaudit.core.kinds import Relation
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
 
-__all__ = ["RELATIONS", "VectorCandidate", "pattern_pairs", "screen_vector_pairs", "screen_epsilon"]
+__all__ = ["RELATIONS", "VectorCandidate", "pattern_pairs", "screen_epsilon", "screen_pair", "screen_vector_pairs"]
 
 RELATIONS = ("component-wise", "one-answer")
 #: Scores fitted on each candidate's screening trials ("difference" and "histogram" are the screen's own:
@@ -145,15 +146,20 @@ def _histogram_scores(fit_a: np.ndarray, fit_b: np.ndarray, test_a: np.ndarray, 
     return log_ratio[inverse[sizes[1]:sizes[2]]], log_ratio[inverse[sizes[2]:]]
 
 
-def _strength(mechanism: Mechanism, candidate: VectorCandidate, scores: Sequence[str], trials: int,
-              seed: np.random.SeedSequence) -> tuple[float, str]:
-    """The strongest screening score on ``candidate``: (screen epsilon, score name)."""
-    first, second = candidate.datasets()
+def screen_pair(mechanism: Mechanism, first: Dataset, second: Dataset, scores: Sequence[str], trials: int,
+                seed: np.random.SeedSequence, relation: str = Relation.REPLACE_ONE) -> tuple[float, str]:
+    """The strongest screening score on the pair ``(first, second)``: (screen epsilon, score name).
+
+    ``trials`` outputs per side, drawn from two children of ``seed``; each score is fitted on the first half
+    and measured on the second (:func:`screen_epsilon`). A score that declines the outputs (``discrete`` on
+    continuous ones, ``float-bits`` on outputs already on a coarse grid: its fit's ``declined``) is
+    skipped; ``-1`` when every score declined.
+    """
     seed_a, seed_b = seed.spawn(2)
     out_a = np.asarray(mechanism.sample(first, trials=trials, seed=seed_a), dtype=float)
     out_b = np.asarray(mechanism.sample(second, trials=trials, seed=seed_b), dtype=float)
     half = trials // 2
-    pair = CanaryPair(mechanism, first, second, np.ones(mechanism.output_dim), None, Relation.REPLACE_ONE,
+    pair = CanaryPair(mechanism, first, second, np.ones(mechanism.output_dim), None, Relation(relation),
                       "dataset-pair")
     best, chosen = -1.0, scores[0]
     for name in scores:
@@ -173,11 +179,19 @@ def _strength(mechanism: Mechanism, candidate: VectorCandidate, scores: Sequence
                     score = fit_score(name, pair, out_a[:half], out_b[:half], seed=0)
             except ParameterError:  # the score declines these outputs (discrete on continuous ones)
                 continue
+            if fitted_declined(score):  # float-bits on outputs on a grid: no bit below it to read
+                continue
             held_out = (np.asarray(score(out_a[half:])), np.asarray(score(out_b[half:])))
         value = screen_epsilon(*held_out)
         if value > best:
             best, chosen = value, name
     return best, chosen
+
+
+def _strength(mechanism: Mechanism, candidate: VectorCandidate, scores: Sequence[str], trials: int,
+              seed: np.random.SeedSequence) -> tuple[float, str]:
+    """The strongest screening score on ``candidate``: (screen epsilon, score name)."""
+    return screen_pair(mechanism, *candidate.datasets(), scores, trials, seed)
 
 
 def screen_vector_pairs(mechanism: Mechanism, *, queries: int, center: float = 1.0, sensitivity: float = 1.0,

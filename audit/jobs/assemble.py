@@ -24,7 +24,10 @@ from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.accounting.instances import exact_delta_curve, exact_epsilon, exact_laws, likelihood_ratio_law
 from dpaudit.mechanisms.accounting.score_law import ScoreLaw
 
-__all__ = ["assemble", "claim_entries"]
+__all__ = ["CLAIMED", "assemble", "claim_entries", "claimed_entry"]
+
+#: The name of the claim a caller gives with the audit (``claimed_epsilon``: ``assert_private``'s ``epsilon``)
+CLAIMED = "claimed_epsilon"
 
 
 def _exact(pair: CanaryPair, delta: float, certified: int,
@@ -73,12 +76,23 @@ def claim_entries(mechanism, index: int | None, delta: float, pair: CanaryPair |
             for claim, entry in zip(own, entries)]
 
 
+def claimed_entry(epsilon: float, pair: CanaryPair, delta: float) -> ClaimEntry:
+    """The caller's claim (``claimed_epsilon``) as an upper-bound claim for the relation of ``pair``: the pair the
+    caller gave (or the canary built for them) is the relation the claim is judged under."""
+    return ClaimEntry(name=CLAIMED, citation="the claim given with the audit (claimed_epsilon)",
+                      relation=str(pair.relation), kind="upper-bound", applicable=True, reason="", index=pair.index,
+                      epsilon=float(epsilon), delta=delta,
+                      notes=("stated by the caller, for the relation of the audited pair",))
+
+
 def _index_result(job: AuditJob, pair: CanaryPair, source: ScoreSource, confidence: float,
                   trials: int) -> IndexResult:
     settings = job.settings
     certification = certify_source(source, delta=settings.delta, confidence=confidence,
                                    threshold=settings.threshold, estimators=job.estimators, seed=settings.seed)
     claims = claim_entries(job.mechanism, pair.index, settings.delta, pair)
+    if job.claimed_epsilon is not None:
+        claims.append(claimed_entry(job.claimed_epsilon, pair, settings.delta))
     exact = _exact(pair, settings.delta, certification.trials["a"], confidence)
     if exact is not None:
         claims.append(exact[0])
@@ -162,7 +176,8 @@ def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str
         audit_id=job.audit_id, title=job.title,
         mechanism={"name": job.mechanism.name, "params": job.mechanism.params,
                    "inapplicable": sorted(job.mechanism.inapplicable()),
-                   "release_grid": job.mechanism.release_grid}, canary=canary,
+                   "release_grid": job.mechanism.release_grid, "seeded": bool(job.mechanism.seeded)},
+        canary=canary,
         attack=_attack(job, chosen, candidates, calibration), audit=settings.to_dict(),
         seed=settings.seed, code_version=code_version(), code_fingerprint=job.code_fingerprint,
         config_source=job.source, empirical=empirical, claims=top.claims, per_index=per_index, verdict=verdict,

@@ -21,13 +21,14 @@ from dpaudit.attacks.canaries import CanaryPair, CanarySpec
 from dpaudit.attacks.scores import AUTO, Score, registered_scores, resolve_scores, score_needs_calibration
 from dpaudit.auditing.jobs.fingerprint import code_fingerprint, object_fingerprint
 from dpaudit.auditing.statistics.certify import Estimator, check_estimators
-from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS, AuditSettings
+from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS, AuditSettings, check_setting
 from dpaudit.core.errors import ParameterError
 from dpaudit.core.kinds import Relation
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import as_dataset
 
-__all__ = ["AuditJob", "make_job", "pair_digest"]
+__all__ = ["AuditJob", "dataset_pair_relation", "make_job", "pair_digest"]
+
 
 def pair_digest(pair: CanaryPair) -> bytes:
     """Everything of a pair that decides what is sampled."""
@@ -75,7 +76,11 @@ class AuditJob:
         (``audit.statistics.sequential``; ``assert_private``, the pytest plugin and ``dpaudit check``).
     claimed_epsilon : float, optional
         A claim given with the audit (``assert_private``'s ``epsilon``): a sequential audit also stops
-        when its certified bound exceeds it.
+        when its certified bound exceeds it; results list it as a claim for the pair's relation.
+    calibration_chunk : int, optional
+        Trials per calibration chunk when not ``settings.chunk_size``: ``assert_private`` cuts its
+        certification part finely for its looks but draws its calibration as ``dpaudit.audit`` does by
+        default, so the two choose the same score and the same test from the same seed and trials.
     """
 
     mechanism: Mechanism
@@ -88,6 +93,7 @@ class AuditJob:
     estimators: tuple[Estimator, ...] = ()
     sequential: bool = False
     claimed_epsilon: float | None = None
+    calibration_chunk: int | None = None
     scores: tuple[Score, ...] = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -98,6 +104,13 @@ class AuditJob:
             raise ParameterError(f"canary positions must be distinct, got index={indices}")
         object.__setattr__(self, "scores", resolve_scores(self.score))
         object.__setattr__(self, "estimators", check_estimators(self.estimators))
+        if self.calibration_chunk is not None:
+            check_setting("chunk_size", self.calibration_chunk)
+
+    @property
+    def calibration_chunk_size(self) -> int:
+        """Trials per calibration chunk (:attr:`calibration_chunk`, else the settings' ``chunk_size``)."""
+        return self.calibration_chunk or self.settings.chunk_size
 
     def violated(self, result: Any) -> bool:
         """True when ``result`` certifies a violation: of a mechanism claim, or of :attr:`claimed_epsilon`."""
@@ -139,8 +152,10 @@ class AuditJob:
     def audit_id(self) -> str:
         """Hash of the description, the settings, every pair's datasets and the code fingerprint."""
         digest = hashlib.sha256()
+        drawn = {} if self.calibration_chunk in (None, self.settings.chunk_size) else {
+            "calibration_chunk": self.calibration_chunk}  # only where it changes what is drawn: other ids stay
         digest.update(json.dumps({"description": self.description, "settings": self.settings.to_dict(),
-                                  "score": self._score_identity(), "code": self.code_fingerprint},
+                                  "score": self._score_identity(), "code": self.code_fingerprint, **drawn},
                                  sort_keys=True, separators=(",", ":"), default=str).encode())
         for pair in self.pairs:
             digest.update(pair_digest(pair))
@@ -149,6 +164,24 @@ class AuditJob:
     def with_trials(self, trials: int) -> "AuditJob":
         """The same audit with another number of trials per dataset."""
         return dataclasses.replace(self, settings=dataclasses.replace(self.settings, trials=trials))
+
+
+def dataset_pair_relation(first: Any, second: Any) -> Relation:
+    """The relation a given pair ``(S, S')`` realises: replace-one when both hold as many records, add/remove when
+    one holds one record more.
+
+    Raises
+    ------
+    ParameterError
+        When the sizes differ by more than one record (no neighbouring relation relates them).
+    """
+    sizes = (first.n, second.n)
+    if sizes[0] == sizes[1]:
+        return Relation.REPLACE_ONE
+    if abs(sizes[0] - sizes[1]) == 1:
+        return Relation.ADD_REMOVE
+    raise ParameterError(f"dataset_pair must be neighbouring: as many records in both (replace-one) or one "
+                         f"more in one (add/remove), got {sizes[0]} and {sizes[1]} records")
 
 
 def _canary_spec(canary: CanarySpec | Mapping[str, Any] | None, index: Any) -> CanarySpec:
@@ -169,7 +202,7 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
              dataset_pair: Sequence[Any] | None = None, canary: CanarySpec | Mapping[str, Any] | None = None,
              index: Any = None, score: Any = None, title: str | None = None,
              estimators: Sequence[Any] = (), sequential: bool = False, claimed_epsilon: float | None = None,
-             **settings: Any) -> AuditJob:
+             calibration_chunk: int | None = None, **settings: Any) -> AuditJob:
     """The :class:`AuditJob` that :func:`dpaudit.auditing.checks.api.audit` runs (same arguments)."""
     given = [name for name, value in (("pair", pair), ("dataset_pair", dataset_pair), ("canary", canary))
              if value is not None]
@@ -189,7 +222,7 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
         first, second = (as_dataset(d) for d in dataset_pair)
         # no canary direction is known: a Gaussian likelihood ratio fitted on calibration trials
         pairs = (CanaryPair(mechanism, first, second, np.ones(mechanism.output_dim), None,
-                            Relation.REPLACE_ONE, "dataset-pair"),)
+                            dataset_pair_relation(first, second), "dataset-pair"),)
         canary_table = {"kind": "dataset-pair"}
     else:
         spec = _canary_spec(canary, index)
@@ -209,4 +242,5 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
                    "attack": {"score": shown}}
     return AuditJob(mechanism, pairs, scores, AuditSettings(**settings),
                     title or f"{mechanism.label} audit", description, estimators=tuple(estimators),
-                    sequential=bool(sequential), claimed_epsilon=claimed_epsilon)
+                    sequential=bool(sequential), claimed_epsilon=claimed_epsilon,
+                    calibration_chunk=calibration_chunk)

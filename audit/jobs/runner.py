@@ -287,10 +287,9 @@ def run_configs(configs: list, options: RunOptions, *, sequential: bool = False)
 
 def _part_sizes(plan: _Plan, part: str) -> list[int]:
     """The trials of each chunk of ``part`` (``audit.jobs.parts``)."""
-    size = plan.job.settings.chunk_size
     if part == "cert":
-        return chunk_sizes(plan.n_cert, size)
-    return calibration_chunks(plan.n_cal_first or plan.n_cal, plan.n_cal, size)
+        return chunk_sizes(plan.n_cert, plan.job.settings.chunk_size)
+    return calibration_chunks(plan.n_cal_first or plan.n_cal, plan.n_cal, plan.job.calibration_chunk_size)
 
 
 def _widen(plan: _Plan) -> bool:

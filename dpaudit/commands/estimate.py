@@ -45,8 +45,8 @@ def load_scores(path: str, name: str) -> "np.ndarray":
 def _one_run(args: argparse.Namespace) -> int:
     """``--one-run``: scores of one run's canaries and their inclusion bits."""
     # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
-    from dpaudit.auditing.statistics.one_run_fdp import one_run_audit
     from dpaudit.auditing.jobs.result import SCHEMA_VERSION
+    from dpaudit.auditing.statistics.one_run_fdp import one_run_audit
 
     if not args.scores or not args.included:
         raise UsageError("--one-run needs --scores FILE and --included FILE")
@@ -77,9 +77,9 @@ def _one_run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
-    from dpaudit.auditing.statistics.confidence import split_calibration
     from dpaudit.auditing.jobs.result import SCHEMA_VERSION, Empirical
     from dpaudit.auditing.jobs.streaming import ArraySource, certify_source
+    from dpaudit.auditing.statistics.confidence import split_calibration
 
     if args.one_run:
         return _one_run(args)

@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from dpaudit.commands.common import UsageError
 from dpaudit.auditing.jobs.result import AuditResult, load_result
+from dpaudit.commands.common import UsageError
 
 
 def _load(reference: str, store: str) -> AuditResult:

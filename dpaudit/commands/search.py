@@ -56,22 +56,29 @@ def _run(args: argparse.Namespace) -> int:
     else:
         low, high = args.domain
         mechanism = wrap(function, args.output_dim, record_domain=(low, high))
+        optional = {key: value for key, value in (("max_candidates", args.max_candidates),
+                                                  ("min_records", args.min_records)) if value is not None}
         found = search(mechanism, epsilon=args.epsilon, thresholds=args.threshold or (), score=args.score,
-                       trials=args.trials, screen_trials=args.screen_trials or 1_000,
-                       max_candidates=args.max_candidates, delta=args.delta, confidence=args.confidence,
-                       seed=args.seed)
+                       trials=args.trials, screen_trials=args.screen_trials or 1_000, delta=args.delta,
+                       confidence=args.confidence, seed=args.seed, **optional)
     if args.json:
         emit_json(found.to_dict())
     else:
         out = sys.stdout
+        def last(row):  # a row's strength in the last round it was screened in
+            return ((row.get("rounds") or [row])[-1]["screen_epsilon"], len(row.get("rounds") or ()))
+
         ranked = sorted((c for c in found.candidates if c["screen_epsilon"] is not None),
-                        key=lambda c: -c["screen_epsilon"])
+                        key=lambda c: (-last(c)[1], -last(c)[0]))
         failed = len(found.candidates) - len(ranked)
         note = f", {failed} where the function failed (listed with --json)" if failed else ""
-        out.write(f"screened {len(found.candidates)} candidate pairs ({found.screen_trials} trials each{note}); "
+        rounds = " -> ".join(f"{r['candidates']} on {r['trials']}" for r in found.rounds) or \
+            f"{len(found.candidates)} on {found.screen_trials}"
+        out.write(f"screened {len(found.candidates)} candidate pairs (rounds: {rounds} trials each{note}); "
                   f"strongest first:\n")
         for row in ranked[:5]:
-            out.write(f"  {row['screen_epsilon']:>7.3f}  {row['score']:<11} {row['relation']:<12} {row['name']}\n")
+            shown = (row.get("rounds") or [row])[-1]
+            out.write(f"  {shown['screen_epsilon']:>7.3f}  {shown['score']:<11} {row['relation']:<12} {row['name']}\n")
         chosen = found.chosen
         out.write(f"certified on {args.trials} fresh trials per dataset ({chosen['score']}, {chosen['name']}): "
                   f"epsilon >= {found.epsilon_lower_bound:.4f} at delta={args.delta:g}, confidence "
@@ -101,7 +108,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--trials", type=count(20), default=100_000, help="certifying trials per dataset")
     parser.add_argument("--screen-trials", type=count(20),
                         help="screening trials per candidate (default 1,000; 20,000 with --queries)")
-    parser.add_argument("--max-candidates", type=count(1), default=400)
+    parser.add_argument("--max-candidates", type=count(1), help="screen at most this many (default 600)")
+    parser.add_argument("--min-records", type=count(0),
+                        help="no dataset holds fewer records (default 1: never the empty dataset)")
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print one JSON document")

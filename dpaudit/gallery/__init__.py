@@ -22,8 +22,8 @@ from dpaudit.auditing.jobs.runner import RunOptions, run_audits
 from dpaudit.mechanisms.accounting.claims import evaluate_claims
 from dpaudit.mechanisms.accounting.lssgd import lssgd_claim_noise
 from dpaudit.reports import plots
-from dpaudit.reports.render import as_document, write_all, write_text_atomic
 from dpaudit.reports.html import summary_figure
+from dpaudit.reports.render import as_document, write_all, write_text_atomic
 from dpaudit.reports.text import BAND_WORDS, CEILING_WORDS, notable_sentences, verdict_sentence
 
 __all__ = ["SECTIONS", "Section", "build", "section_configs"]

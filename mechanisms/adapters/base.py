@@ -95,7 +95,8 @@ class LibraryMechanism(Mechanism):
     tiled = False  # library code: one call sequence, no threads
     canary_kinds = ()  # audits take a dataset pair (see :meth:`neighbours`)
     release_grid = None  # released exactly as the library computes it
-    #: True when the library's randomness comes from the OS and cannot be seeded (outputs not reproducible)
+    #: False when the library's randomness comes from the OS and cannot be seeded (outputs not reproducible;
+    #: the ``seeded`` hook of ``mechanisms.hooks``: messages and reports then give no seed to reproduce with)
     seeded = True
 
     def validate(self) -> None:

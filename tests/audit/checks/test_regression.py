@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpaudit import mechanisms
-from dpaudit import PrivacyViolation, assert_private
+from dpaudit import PrivacyViolation, assert_private, mechanisms
 from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 

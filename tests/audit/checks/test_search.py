@@ -21,8 +21,8 @@ import pytest
 import dpaudit
 from dpaudit.auditing.checks.search import EmptyDataset, candidate_pairs, search, special_values
 from dpaudit.cli import main
-from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
+from dpaudit.core.errors import ParameterError
 
 CLAIM = float(gaussian_epsilon(1e-5, 0.5))
 SOURCE = textwrap.dedent("""
@@ -55,11 +55,31 @@ def test_candidates_cover_the_boundaries():
     for expected in (-1.0, 3.0, 0.0, 1.0, 1.5, 2.0, 0.5, -0.5, np.nextafter(2.0, -np.inf), np.nextafter(1.5, -np.inf)):
         assert expected in values
     assert all(-1.0 <= v <= 3.0 for v in values)
-    pairs = candidate_pairs(0.0, 1.0)
+    pairs = candidate_pairs(0.0, 1.0, min_records=0)
     names = [p.name for p in pairs]
     assert any(isinstance(p.first, EmptyDataset) and p.second.n == 1 for p in pairs)  # empty against one record
     assert any(n.endswith("twice") for n in names)  # duplicated records
     assert {p.relation for p in pairs} == {"add-remove", "replace-one"}
+    # by default no dataset is empty, and min_records is a floor on both sides
+    assert min(min(p.first.n, p.second.n) for p in candidate_pairs(0.0, 1.0)) == 1
+    assert min(min(p.first.n, p.second.n) for p in candidate_pairs(0.0, 1.0, min_records=4)) == 4
+    with pytest.raises(ParameterError, match="min_records must be"):
+        candidate_pairs(0.0, 1.0, min_records=-1)
+
+
+def test_candidates_move_records_at_every_position_of_non_constant_backgrounds():
+    pairs = {(tuple(p.first.records.ravel()), tuple(p.second.records.ravel())): p for p in candidate_pairs(0.0, 1.0)}
+    # a record added at the end, in the middle and at the front of [0, 1]; each removed; each replaced by an end
+    for first, second in (((0.0, 1.0), (0.0, 1.0, 0.0)), ((0.0, 1.0), (0.0, 0.0, 1.0)), ((0.0, 1.0), (1.0, 0.0, 1.0)),
+                          ((1.0,), (0.0, 1.0)), ((0.0,), (0.0, 1.0)), ((0.0, 1.0), (1.0, 1.0)),
+                          ((1.0, 0.0), (1.0, 0.0, 1.0)), ((0.0, 0.5, 1.0), (0.0, 0.5, 1.0, 0.0))):
+        assert (first, second) in pairs, (first, second)
+    assert pairs[((0.0, 1.0), (0.0, 1.0, 0.0))].relation == "add-remove"
+    assert pairs[((0.0, 1.0), (1.0, 1.0))].relation == "replace-one"
+    drawn = [p for p in pairs.values() if p.name.startswith("drawn")]  # seeded uniform backgrounds
+    assert drawn and all(0.0 <= v <= 1.0 for p in drawn for v in p.second.records.ravel())
+    same = [p.name for p in candidate_pairs(0.0, 1.0, seed=3)]
+    assert same == [p.name for p in candidate_pairs(0.0, 1.0, seed=3)] != [p.name for p in candidate_pairs(0.0, 1.0)]
 
 
 def test_the_bug_only_shows_on_some_pairs(functions):
@@ -135,9 +155,30 @@ def test_pairs_on_which_the_function_fails_are_skipped_and_listed():
     def top_record(records, rng):  # fails on the empty dataset (no maximum)
         return [np.abs(records).max() + rng.laplace(0.0, 1.0)]
 
-    found = search(dpaudit.from_callable(top_record, 1, record_domain=(0.0, 1.0)), trials=2_000, screen_trials=100)
+    found = search(dpaudit.from_callable(top_record, 1, record_domain=(0.0, 1.0)), trials=2_000, screen_trials=100,
+                   min_records=0)
     failed = [c for c in found.candidates if c.get("error")]
     assert failed and all(c["S"] == [] for c in failed) and "ValueError" in failed[0]["error"]
     assert found.chosen["S"] != []
     with pytest.raises(ParameterError, match="every candidate pair failed"):
         search(dpaudit.from_callable(lambda records, rng: 1 / 0, 1, record_domain=(0.0, 1.0)), screen_trials=20)
+
+
+def test_a_mean_is_never_called_on_an_empty_dataset():
+    """DP-Auditorium's mean divides by the number of records: 0 / 0 on an empty dataset, so it raises here."""
+    from dpaudit.auditing.checks.zoo.auditorium import mean
+
+    sizes: set[int] = set()
+
+    def noisy_mean(records, rng, trials):
+        sizes.add(len(records))
+        if not len(records):
+            raise AssertionError("called on an empty dataset")
+        return mean(records, rng, trials, epsilon=1.0, noised_mean=False, noised_scale=False)
+
+    mech = dpaudit.from_batched_callable(noisy_mean, 1, record_domain=(0.0, 1.0))
+    found = search(mech, trials=2_000, screen_trials=100)
+    assert min(sizes) == 1 and not any(c.get("error") for c in found.candidates)
+    sizes.clear()
+    search(mech, trials=2_000, screen_trials=100, min_records=3)
+    assert min(sizes) == 3
