@@ -14,6 +14,7 @@ from dpaudit.reports.text import (
     PORTFOLIO_COLUMNS,
     _plain_num,
     claims_rows,
+    conformance_rows,
     estimate_rows,
     gdp_sentence,
     index_rows,
@@ -86,4 +87,5 @@ def html(result: Any) -> str:
         guide=reading_guide(result), params=shown_params(result.mechanism),
         index_columns=INDEX_COLUMNS, index_rows=index_rows(result),
         estimate_columns=ESTIMATE_COLUMNS, estimates=estimate_rows(result),
-        portfolio_columns=PORTFOLIO_COLUMNS, portfolio=portfolio_rows(result))
+        portfolio_columns=PORTFOLIO_COLUMNS, portfolio=portfolio_rows(result),
+        conformance=conformance_rows(result))
