@@ -15,6 +15,7 @@ PyTorch, ``torch.func`` (per-sample gradients and model ensembling).
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 
 import torch
@@ -22,7 +23,7 @@ from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
 from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.models.grad_sample import plan_layers
+from dpaudit.mechanisms.models.grad_sample import LayerPlan, plan_model
 
 __all__ = ["MODELS", "Stacked", "build_model", "per_example_gradients"]
 
@@ -85,9 +86,14 @@ def _loss(output: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
 
 
 class Stacked:
-    """A model's parameters stacked over trials, flattened to one vector per trial on demand."""
+    """A model's parameters stacked over trials, flattened to one vector per trial on demand.
 
-    def __init__(self, model: nn.Module, device: str = "cpu") -> None:
+    ``examples``: a few records' features ``(k, ...)``, on which the layers of a model with a forward
+    pass of its own are checked against ``torch.func`` before its plan is used (``grad_sample.traced``);
+    without them such a model goes through ``torch.func`` as a whole.
+    """
+
+    def __init__(self, model: nn.Module, device: str = "cpu", examples: torch.Tensor | None = None) -> None:
         params, buffers = stack_module_state([model])
         self.device = torch.device(device)
         self.names = list(params)
@@ -96,8 +102,13 @@ class Stacked:
         self.flat = torch.cat([params[name].reshape(1, -1) for name in self.names], dim=1).detach().to(self.device)
         self.buffers = {name: value[0].to(self.device) for name, value in buffers.items()}
         self.linear = isinstance(model, nn.Linear)
-        self.plan = plan_layers(model, self.names, self.device)  # the path of each layer's per-example gradients
         self.model = copy.deepcopy(model).to("meta")  # the skeleton functional_call fills in (model untouched)
+        self._source, self._examples = model, examples
+
+    @functools.cached_property
+    def plan(self) -> LayerPlan:
+        """The path of each layer's per-example gradients (built on first use: a traced model is checked)."""
+        return plan_model(self._source, self.names, self.device, self._examples)
 
     @property
     def size(self) -> int:

@@ -135,11 +135,11 @@ def test_a_layer_without_a_rule_falls_back_to_torch_func_and_says_so(case, reaso
     assert any(line.startswith(reason) for line in stacked.plan.describe()), stacked.plan.describe()
 
 
-def test_a_model_with_its_own_forward_goes_through_torch_func_as_a_whole():
+def test_a_model_with_its_own_forward_and_no_records_to_check_on_goes_through_torch_func_as_a_whole():
     model, stacked, theta, inputs, labels, _ = _problem("own-forward")
     assert not stacked.plan.layered
-    assert stacked.plan.describe() == ["whole model: torch.func (OwnForward has a forward pass of its own, not a "
-                                       "sequence of layers)"]
+    assert stacked.plan.describe() == ["whole model: torch.func (OwnForward has a forward pass of its own and no "
+                                       "records were given to check its layers on)"]
     from dpaudit.mechanisms.models.networks import per_example_gradients
 
     torch.testing.assert_close(per_example_gradients(stacked, theta, inputs, labels),

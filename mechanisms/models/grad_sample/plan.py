@@ -20,6 +20,7 @@ Goodfellow 2015, "Efficient per-example gradient computations"; Li et al.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Callable, Iterator
 
@@ -78,31 +79,44 @@ class LayerPlan:
 
     def per_example_gradients(self, unflatten: Unflatten, names: list[str], theta: torch.Tensor,
                               inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Per-example gradients ``(T, B, P)`` in the order of ``names``."""
+        """Per-example gradients ``(T, B, P)`` in the order of ``names`` (a parameter used by several calls
+        gets the sum of their gradients; one no call used, zeros)."""
         with torch.enable_grad():
             layers = self._run(unflatten(theta.detach().requires_grad_()), inputs, labels)
-        found: dict[str, torch.Tensor] = {}
-        for step, saved, backprops in layers:
-            for own, gradient in step.rule.gradients(step.layer, saved, backprops).items():
-                found[step.names[own]] = gradient.detach()
-        return torch.cat([found[name].flatten(start_dim=2) for name in names], dim=-1)
+        found = _summed_gradients(layers)
+        shape = inputs.shape[:2]
+        return torch.cat([found[name].flatten(start_dim=2) if name in found
+                          else theta.new_zeros(*shape, size) for name, size in _sizes(unflatten, theta, names)],
+                         dim=-1)
 
     def clip_parts(self, unflatten: Unflatten, names: list[str], theta: torch.Tensor, inputs: torch.Tensor,
                    labels: torch.Tensor) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
-        """Each example's squared gradient norm ``(T, B)``, and ``weights (T, B) -> sum (T, P)``."""
+        """Each example's squared gradient norm ``(T, B)``, and ``weights (T, B) -> sum (T, P)``.
+
+        A layer whose parameters no other call uses gives its own parts (ghost norms where its rule has
+        them); the calls of parameters used more than once (a layer called twice, tied weights) form
+        their per-example gradients, summed per parameter, and give parts from those.
+        """
         with torch.enable_grad():
             layers = self._run(unflatten(theta.detach().requires_grad_()), inputs, labels)
-        parts: list[tuple[LayerStep, ClipParts]] = []
-        for step, saved, backprops in layers:
-            parts.append((step, step.rule.clip_parts(step.layer, saved, backprops.detach())))
+        uses = collections.Counter(name for step, _, _ in layers for name in step.names.values())
+        alone = [(step, saved, b) for step, saved, b in layers if all(uses[n] == 1 for n in step.names.values())]
+        shared = [(step, saved, b) for step, saved, b in layers if any(uses[n] > 1 for n in step.names.values())]
+        parts: list[tuple[dict[str, str], ClipParts]] = [
+            (step.names, step.rule.clip_parts(step.layer, saved, b.detach())) for step, saved, b in alone]
+        if shared:
+            summed = _summed_gradients(shared)
+            parts.append(({name: name for name in summed}, ClipParts.from_gradients(summed)))
         squared = sum(part.squared_norms for _, part in parts).detach()
 
         def weighted_sum(weights: torch.Tensor) -> torch.Tensor:
             found: dict[str, torch.Tensor] = {}
-            for step, part in parts:
+            for own_names, part in parts:
                 for own, total in part.weighted_sum(weights).items():
-                    found[step.names[own]] = total.detach()
-            return torch.cat([found[name].reshape(weights.shape[0], -1) for name in names], dim=-1)
+                    found[own_names[own]] = total.detach()
+            return torch.cat([found[name].reshape(weights.shape[0], -1) if name in found
+                              else weights.new_zeros(weights.shape[0], size)
+                              for name, size in _sizes(unflatten, theta, names)], dim=-1)
 
         return squared, weighted_sum
 
@@ -116,6 +130,22 @@ class LayerPlan:
                 x, saved = step.rule.forward(step.layer, params, x)
                 total += x.numel() + sum(t.numel() for t in _tensors(saved))
         return total
+
+
+def _summed_gradients(layers) -> dict[str, torch.Tensor]:
+    """Per-example gradients ``{model name: (T, B, *shape)}`` of the calls in ``layers``, summed per parameter."""
+    found: dict[str, torch.Tensor] = {}
+    for step, saved, backprops in layers:
+        for own, gradient in step.rule.gradients(step.layer, saved, backprops.detach()).items():
+            name = step.names[own]
+            found[name] = found[name] + gradient.detach() if name in found else gradient.detach()
+    return found
+
+
+def _sizes(unflatten: Unflatten, theta: torch.Tensor, names: list[str]) -> list[tuple[str, int]]:
+    """Each parameter's name and entry count, in the order of ``names``."""
+    shapes = unflatten(theta[:1])
+    return [(name, shapes[name][0].numel()) for name in names]
 
 
 def _tensors(saved) -> Iterator[torch.Tensor]:
