@@ -60,6 +60,16 @@ CASES = {
                                      nn.AdaptiveAvgPool1d(2), nn.Flatten(), nn.Linear(6, 3)), 16, None),
     "conv1d-same": (lambda: nn.Sequential(nn.Unflatten(1, (2, 8)), nn.Conv1d(2, 3, 5, padding="same"),
                                           nn.Softplus(), nn.Flatten(), nn.Linear(24, 3)), 16, None),
+    # average pooling by a product on tiled small planes (rows and columns past the last window dropped), else
+    # torch's kernel (overlapping or padded windows)
+    "avg-pool-tiled": (lambda: nn.Sequential(nn.Unflatten(1, (2, 7, 7)), nn.Conv2d(2, 3, 3, padding=1), nn.Tanh(),
+                                             nn.AvgPool2d((2, 3), divisor_override=5), nn.Flatten(),
+                                             nn.Linear(18, 3)), 98, None),
+    "avg-pool-1d": (lambda: nn.Sequential(nn.Unflatten(1, (2, 9)), nn.Conv1d(2, 2, 2), nn.AvgPool1d(3),
+                                          nn.Flatten(), nn.Linear(4, 3)), 18, None),
+    "avg-pool-overlapping": (lambda: nn.Sequential(nn.Unflatten(1, (1, 5, 5)), nn.Conv2d(1, 2, 3, padding=1),
+                                                   nn.AvgPool2d(3, stride=1, padding=1), nn.Flatten(),
+                                                   nn.Linear(50, 3)), 25, None),
     "embedding": (lambda: nn.Sequential(nn.Embedding(7, 3, padding_idx=0), nn.Flatten(), nn.Linear(15, 3)), 5, 7),
     "embedding-ghost": (lambda: nn.Sequential(nn.Embedding(50, 4), nn.Flatten(), nn.Linear(8, 3)), 2, 50),
     "layer-norm": (lambda: nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Linear(5, 3)), 6, None),

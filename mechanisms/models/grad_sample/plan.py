@@ -9,8 +9,9 @@ of layers: it goes through ``torch.func`` as a whole, and the plan says so.
 One step runs the layers forward on inputs ``(T, B, ...)`` with every
 trial's own parameters, takes the gradients of the summed per-example
 losses with respect to the outputs of the trained layers (one backward
-pass: examples do not interact, so each example's output gradient is its
-own loss's), and hands each layer its input and output gradient.
+pass from the losses' gradient with respect to the logits, in closed form:
+examples do not interact, so each example's output gradient is its own
+loss's), and hands each layer its input and output gradient.
 
 References
 ----------
@@ -30,7 +31,7 @@ from torch import nn
 from dpaudit.mechanisms.models.grad_sample.fallback import FunctionalRule
 from dpaudit.mechanisms.models.grad_sample.registry import ClipParts, LayerRule, rule_for
 
-__all__ = ["LayerPlan", "LayerStep", "plan_layers", "summed_losses"]
+__all__ = ["LayerPlan", "LayerStep", "loss_gradient", "plan_layers", "summed_losses"]
 
 #: ``Stacked.unflatten``: parameters ``(T, P)`` -> ``{name: (T, *shape)}``
 Unflatten = Callable[[torch.Tensor], dict[str, torch.Tensor]]
@@ -74,7 +75,7 @@ class LayerPlan:
             if step.names:
                 trained.append((step, saved, x))
         outputs = [z for _, _, z in trained]
-        backprops = torch.autograd.grad(summed_losses(x, labels), outputs)
+        backprops = torch.autograd.grad(x, outputs, grad_outputs=loss_gradient(x.detach(), labels))
         return [(step, saved, b) for (step, saved, _), b in zip(trained, backprops)]
 
     def per_example_gradients(self, unflatten: Unflatten, names: list[str], theta: torch.Tensor,
@@ -157,6 +158,18 @@ def _tensors(saved) -> Iterator[torch.Tensor]:
     elif isinstance(saved, dict):
         for item in saved.values():
             yield from _tensors(item)
+
+
+def loss_gradient(output: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The gradient of :func:`summed_losses` with respect to the logits, in closed form: ``sigmoid(z) - y``
+    on one logit, ``softmax(z) - onehot(y)`` on several (each example's own; autograd through the losses
+    gives the same up to rounding, and torch's softmax over a last axis of a few classes is slow on a CPU)."""
+    if output.shape[-1] == 1:
+        return torch.sigmoid(output) - labels.unsqueeze(-1).to(output.dtype)
+    exponentials = (output - output.amax(dim=-1, keepdim=True)).exp_()
+    residual = exponentials.div_(exponentials.sum(dim=-1, keepdim=True))
+    residual.scatter_add_(-1, labels.long().unsqueeze(-1), residual.new_full((*labels.shape, 1), -1.0))
+    return residual
 
 
 def summed_losses(output: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -41,8 +41,8 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from dpaudit.mechanisms.models.grad_sample.fallback import FunctionalRule
-from dpaudit.mechanisms.models.grad_sample.plan import (LayerPlan, LayerStep, Unflatten, _tensors, plan_layers,
-                                                         summed_losses)
+from dpaudit.mechanisms.models.grad_sample.plan import (LayerPlan, LayerStep, Unflatten, _tensors, loss_gradient,
+                                                         plan_layers, summed_losses)
 from dpaudit.mechanisms.models.grad_sample.registry import merge, rule_for, split
 
 __all__ = ["ModulePlan", "module_plan", "plan_model"]
@@ -90,7 +90,8 @@ class ModulePlan(LayerPlan):
         finally:
             del state.params, state.tape
         outputs = [out for _, _, out in tape]
-        backprops = torch.autograd.grad(summed_losses(output, labels), outputs, allow_unused=True)
+        backprops = torch.autograd.grad(output, outputs, grad_outputs=loss_gradient(output.detach(), labels),
+                                        allow_unused=True)
         return [(step, saved, torch.zeros_like(out) if b is None else b)
                 for (step, saved, out), b in zip(tape, backprops)]
 
@@ -109,9 +110,13 @@ class ModulePlan(LayerPlan):
         return total + sum(t.numel() for _, saved, _ in layers for t in _tensors(saved))
 
 
-def _replaced_forward(state: threading.local, step: LayerStep):
-    """The ``forward`` of a unit in the plan's copy: its rule on every trial's parameters, recorded."""
+def _replaced_forward(state: threading.local, step: LayerStep, native):
+    """The ``forward`` of a unit in the plan's copy: its rule on every trial's parameters, recorded (a
+    parameter-free layer's rule is only run, and the layer runs as written on anything but one row per
+    example: ``native``)."""
     def forward(*args: torch.Tensor, **kwargs) -> torch.Tensor:
+        if not step.names and (len(args) != 1 or kwargs or args[0].shape[0] != state.rows):
+            return native(*args, **kwargs)
         if len(args) != 1 or kwargs:
             raise TypeError(f"{step.label} is called with {len(args)} inputs and {len(kwargs)} keywords; "
                             f"a unit takes one tensor")
@@ -120,7 +125,8 @@ def _replaced_forward(state: threading.local, step: LayerStep):
             raise ValueError(f"{step.label} gets {x.shape[0]} rows, not one per example ({state.rows})")
         params = {own: state.params[name] for own, name in step.names.items()}
         out, saved = step.rule.forward(step.layer, params, split(x, state.trials))
-        state.tape.append((step, saved, out))
+        if step.names:
+            state.tape.append((step, saved, out))
         return merge(out)
 
     return forward
@@ -184,8 +190,15 @@ def module_plan(model: nn.Module, names: list[str], device: torch.device | str,
         step = LayerStep(f"{prefix} {type(unit).__name__}", copy.deepcopy(unit).to(device), rule,
                          {own: name_of[id(value)] for own, value in unit.named_parameters()},
                          "closed form" if why == "" else f"torch.func ({why})")
-        copied.forward = _replaced_forward(state, step)
+        copied.forward = _replaced_forward(state, step, copied.forward)
         steps.append(step)
+    for prefix, leaf in free:  # a parameter-free layer with a rule runs it (pooling has a faster one)
+        rule, _ = rule_for(leaf)
+        if rule is not None:
+            copied = traced.get_submodule(prefix)
+            step = LayerStep(f"{prefix} {type(leaf).__name__}", copy.deepcopy(leaf).to(device), rule, {},
+                             "parameter-free")
+            copied.forward = _replaced_forward(state, step, copied.forward)
     for module in traced.modules():  # parameters are used only through units: anything else fails loudly
         for key, value in module._parameters.items():
             if value is not None:
