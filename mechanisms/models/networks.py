@@ -3,9 +3,9 @@
 A model is a ``torch.nn.Module`` made by a factory ``factory(features,
 classes)``; its parameters are stacked over trials
 (``torch.func.stack_module_state``), and the gradient of every example's
-loss for every trial comes from ``vmap(vmap(grad(...)))`` over
-``torch.func.functional_call``: one batched computation, no Python loop over
-trials or examples.
+loss for every trial comes layer by layer from ``grad_sample`` (its plan),
+or from ``vmap(vmap(grad(...)))`` over ``torch.func.functional_call``:
+either way one batched computation, no Python loop over trials or examples.
 
 References
 ----------
@@ -142,7 +142,8 @@ def per_example_gradients(stacked: Stacked, flat: torch.Tensor, inputs: torch.Te
 
     ``inputs`` is ``(trials, batch, features)`` and ``labels`` ``(trials, batch)``: each trial has its own
     batch. A plain ``nn.Linear`` (logistic and softmax regression) has its gradients in closed form; a
-    sequence of layers has them layer by layer (``grad_sample``: closed forms where the registry has one,
+    model with a plan (a sequence of layers, or a module with its own ``forward`` whose layers passed the
+    plan's check) has them layer by layer (``grad_sample``: closed forms where the registry has one,
     ``torch.func`` for the other layers); any other model, and ``closed_form=False``, goes through
     ``torch.func`` as a whole (``vmap`` over trials of ``vmap`` over examples of ``grad`` of
     ``functional_call``). Tests compare the paths.

@@ -188,3 +188,25 @@ def test_dp_sgd_on_layers_equals_dp_sgd_through_torch_func():
 def test_plan_of_a_single_layer_model():
     plan = plan_layers(nn.Linear(3, 2), ["weight", "bias"])
     assert plan.layered and plan.describe() == ["0 Linear: closed form"]
+
+
+@pytest.mark.parametrize("layer, plane, product", [
+    (nn.AvgPool2d((2, 3), divisor_override=5), (7, 7), True),  # rows and columns past the last window dropped
+    (nn.AvgPool1d(3), (8,), True),
+    (nn.AvgPool2d(3, stride=1, padding=1), (5, 5), False),  # overlapping, padded windows: torch's kernel
+    (nn.AvgPool2d(2, ceil_mode=True), (5, 5), False),
+    (nn.AvgPool2d(2), (20, 20), False)])  # 100 windows: more than MAX_WINDOWS, torch's kernel
+def test_average_pooling_of_small_tiled_planes_is_a_product_equal_to_torchs_kernel(layer, plane, product):
+    from dpaudit.mechanisms.models.grad_sample.registry import RULES
+
+    rule = RULES[type(layer)]
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 2, *plane, generator=generator, dtype=torch.float64, requires_grad=True)
+    assert (rule._tiles(layer, x.shape) is not None) == product
+    out, _ = rule.forward(layer, {}, x)
+    expected = layer(x.reshape(6, 2, *plane))
+    torch.testing.assert_close(out, expected.reshape(out.shape), rtol=1e-12, atol=1e-12)
+    weights = torch.randn(out.shape, generator=generator, dtype=torch.float64)
+    (found,) = torch.autograd.grad((out * weights).sum(), x)
+    (reference,) = torch.autograd.grad((expected * weights.reshape(expected.shape)).sum(), x)
+    torch.testing.assert_close(found, reference, rtol=1e-12, atol=1e-12)

@@ -48,18 +48,23 @@ def _as_2d(layer: nn.Conv1d | nn.Conv2d) -> tuple[tuple[int, int], ...]:
 @functools.lru_cache(maxsize=64)
 def _patch_index(channels: int, height: int, width: int, kernel: tuple[int, int], stride: tuple[int, int],
                  dilation: tuple[int, int], padding: tuple[int, int], ones: bool) -> tuple[torch.Tensor, tuple[int, int]]:
-    """Where each patch entry sits in a padded image flattened to ``C Hp Wp`` entries (then a 1 if ``ones``):
+    """Where each patch entry sits in an image flattened to ``C H W`` entries followed by a 0 and a 1:
     ``(L (p + ones),)`` indices, position-major, each patch's ``p = C kh kw`` entries channel-major like a
-    weight's, then the 1; and the output size."""
+    weight's (entries in the zero padding point at the 0), then the 1 if ``ones``; and the output size."""
     rows, cols = height + 2 * padding[0], width + 2 * padding[1]
     size = [(extent - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1 for i, extent in enumerate((rows, cols))]
-    channel = torch.arange(channels).reshape(channels, 1, 1) * rows * cols
-    offset = (torch.arange(kernel[0]) * dilation[0]).reshape(1, -1, 1) * cols + \
-        (torch.arange(kernel[1]) * dilation[1]).reshape(1, 1, -1)
-    start = (torch.arange(size[0]) * stride[0]).reshape(-1, 1) * cols + (torch.arange(size[1]) * stride[1]).reshape(1, -1)
-    index = start.reshape(-1, 1) + (channel + offset).reshape(1, -1)  # (L, p)
+    row = ((torch.arange(size[0]) * stride[0]).reshape(-1, 1) + torch.arange(kernel[0]) * dilation[0]
+           - padding[0])  # (Ho, kh): the image row of each output row and kernel row
+    col = ((torch.arange(size[1]) * stride[1]).reshape(-1, 1) + torch.arange(kernel[1]) * dilation[1]
+           - padding[1])  # (Wo, kw)
+    inside = ((row >= 0) & (row < height)).reshape(-1, 1, 1, 1, kernel[0], 1) & \
+        ((col >= 0) & (col < width)).reshape(1, -1, 1, 1, 1, kernel[1])
+    index = (torch.arange(channels).reshape(1, 1, -1, 1, 1, 1) * height * width
+             + row.reshape(-1, 1, 1, 1, kernel[0], 1) * width + col.reshape(1, -1, 1, 1, 1, kernel[1]))
+    index = torch.where(inside, index, channels * height * width)  # (Ho, Wo, C, 1, kh, kw)
+    index = index.reshape(size[0] * size[1], -1)  # (L, p)
     if ones:
-        index = torch.cat([index, index.new_full((index.shape[0], 1), channels * rows * cols)], dim=1)
+        index = torch.cat([index, index.new_full((index.shape[0], 1), channels * height * width + 1)], dim=1)
     return index.reshape(-1), tuple(size)
 
 
@@ -68,22 +73,15 @@ def _unfold(images: torch.Tensor, kernel: tuple[int, int], stride: tuple[int, in
     """Each image's patches ``(L, C kh kw)``: one row per output position, entries channel-major like a weight's
     (then a 1 with ``ones``: the bias's column, so one product gives a weight's and a bias's terms).
 
-    One gather (``index_select``) from the padded images flattened per image: a
-    patch row is contiguous, so the forward product and the per-example
-    gradient ``B U`` read it directly (a copy per kernel offset of strided
-    rows of ``kw`` entries, or ``torch.nn.functional.unfold``, which loops
-    over images, are two to four times slower on many small images).
+    One gather (``index_select``) from each image's entries followed by a 0 (the
+    zero padding) and a 1: a patch row is contiguous, so the forward product
+    and the per-example gradient ``B U`` read it directly (a copy per kernel
+    offset of strided rows of ``kw`` entries, or ``torch.nn.functional.unfold``,
+    which loops over images, are two to eight times slower on many small images).
     """
     count, channels, height, width = images.shape
     index, size = _patch_index(channels, height, width, kernel, stride, dilation, padding, ones)
-    rows, cols = height + 2 * padding[0], width + 2 * padding[1]
-    flat = images.new_empty(count, channels * rows * cols + ones)
-    planes = flat[:, :channels * rows * cols].view(count, channels, rows, cols)
-    if padding != (0, 0):
-        planes.zero_()
-    planes[:, :, padding[0]:padding[0] + height, padding[1]:padding[1] + width] = images
-    if ones:
-        flat[:, -1] = 1.0
+    flat = torch.cat([images.reshape(count, -1), images.new_tensor([0.0, 1.0]).expand(count, 2)], dim=1)
     patches = flat.index_select(1, index.to(images.device))
     return patches.reshape(count, size[0] * size[1], -1), size
 
@@ -118,7 +116,10 @@ class ConvRule(LayerRule):
         kernels = weight.reshape(trials, weight.shape[1], -1)  # (T, O, p)
         if bias is not None:
             kernels = torch.cat([kernels, bias.unsqueeze(-1)], dim=-1)
-        out = torch.matmul(kernels.unsqueeze(1), patches.transpose(-1, -2))  # (T, B, O, L): a product per example
+        # one product per trial over all its examples' patches, (T, O, B L), then examples first: the copy
+        # moves rows of L entries (a product per example, or the (B L, O) product, is slower on small kernels)
+        out = torch.bmm(kernels, patches.reshape(trials, -1, patches.shape[-1]).transpose(1, 2))
+        out = out.reshape(trials, -1, batch, patches.shape[2]).transpose(1, 2).contiguous()  # (T, B, O, L)
         out = out.reshape(trials, batch, -1, size[1]) if isinstance(layer, nn.Conv1d) else \
             out.reshape(trials, batch, -1, *size)
         return out, patches
