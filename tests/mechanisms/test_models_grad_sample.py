@@ -197,12 +197,13 @@ def test_plan_of_a_single_layer_model():
     (nn.AvgPool2d(2, ceil_mode=True), (5, 5), False),
     (nn.AvgPool2d(2), (20, 20), False)])  # 100 windows: more than MAX_WINDOWS, torch's kernel
 def test_average_pooling_of_small_tiled_planes_is_a_product_equal_to_torchs_kernel(layer, plane, product):
+    from dpaudit.mechanisms.models.grad_sample.pooling import _tiles
     from dpaudit.mechanisms.models.grad_sample.registry import RULES
 
     rule = RULES[type(layer)]
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, 2, *plane, generator=generator, dtype=torch.float64, requires_grad=True)
-    assert (rule._tiles(layer, x.shape) is not None) == product
+    assert (_tiles(layer, x.shape) is not None) == product
     out, _ = rule.forward(layer, {}, x)
     expected = layer(x.reshape(6, 2, *plane))
     torch.testing.assert_close(out, expected.reshape(out.shape), rtol=1e-12, atol=1e-12)

@@ -102,6 +102,19 @@ class WithAnUnknownLayer(nn.Module):
         return self.last(torch.relu(self.scale(self.first(x))))
 
 
+class FunctionalPools(nn.Module):
+    """Pooling written as functions: overlapping windows (torch's kernel), tiled 2-D and 1-D windows (a product)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.out = nn.Conv2d(2, 3, 3, padding=1), nn.Linear(9, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.avg_pool2d(torch.tanh(self.conv(x.reshape(-1, 2, 6, 6))), 3, stride=1, padding=1)
+        x = F.avg_pool2d(x, kernel_size=2).flatten(1)  # (N, 27)
+        return self.out(F.avg_pool1d(x.unsqueeze(1), 3)[:, 0])
+
+
 def _stacked_problem(model: nn.Module, features: int, seed: int = 0):
     """Stacked parameters moved apart per trial (3 trials), 4 examples each, labels of 3 classes."""
     torch.manual_seed(seed)
@@ -126,7 +139,8 @@ def _assert_equals_torch_func(model, stacked, theta, inputs, labels, integer=Fal
 
 def test_the_issues_own_forward_cnn_takes_the_closed_forms_and_equals_torch_func_in_float64():
     mech = dpaudit.make("model", model=DigitsCNN, data="digits", steps=2, dtype="float64")
-    assert mech.gradient_paths == ["conv Conv2d: closed form", "out Linear: closed form"]
+    assert mech.gradient_paths == ["conv Conv2d: closed form", "out Linear: closed form",
+                                   "F.avg_pool2d: parameter-free (a product)"]
     stacked = mech._stacked()
     generator = torch.Generator().manual_seed(4)
     picks = torch.randint(0, mech.n_records, (3, 5), generator=generator)
@@ -157,6 +171,14 @@ def test_a_layer_of_unknown_kind_takes_torch_func_alone_and_says_so():
     model, stacked, theta, inputs, labels = _stacked_problem(WithAnUnknownLayer(), 6)
     assert stacked.plan.describe() == ["first Linear: closed form", "scale Scale: torch.func (no closed form for "
                                        "Scale)", "last Linear: closed form"]
+    _assert_equals_torch_func(model, stacked, theta, inputs, labels)
+
+
+def test_pooling_functions_of_tiled_small_planes_are_products_and_equal_torch_func():
+    model, stacked, theta, inputs, labels = _stacked_problem(FunctionalPools(), 72)
+    assert stacked.plan.describe() == ["conv Conv2d: closed form", "out Linear: closed form",
+                                       "F.avg_pool1d: parameter-free (a product)",
+                                       "F.avg_pool2d: parameter-free (a product)"]
     _assert_equals_torch_func(model, stacked, theta, inputs, labels)
 
 

@@ -8,7 +8,9 @@ product over all planes of all trials and examples, and its transpose in
 the backward pass, are several times faster than torch's pooling kernel,
 which spends its time per plane; larger planes, overlapping or padded
 windows and ``ceil_mode`` use that kernel. The output is the same up to
-the order of the additions.
+the order of the additions. The same product serves ``F.avg_pool1d`` and
+``F.avg_pool2d`` called from a model's own ``forward``
+(:class:`PoolingFunctions`, active while ``traced`` runs it).
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from __future__ import annotations
 import functools
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from dpaudit.mechanisms.models.grad_sample.registry import LayerRule, merge, register_rule, split
 
-__all__ = ["AvgPoolRule", "MAX_WINDOWS"]
+__all__ = ["AvgPoolRule", "MAX_WINDOWS", "PoolingFunctions", "pool_by_product"]
 
 #: planes with at most this many windows are pooled by a product (each input entry costs this many
 #: multiply-adds there, against a kernel call per plane)
@@ -47,32 +51,68 @@ def _pooling_matrix(height: int, width: int, kernel: tuple[int, int], divisor: f
     return matrix.reshape(height * width, rows * cols).to(device)
 
 
+def _tiles(layer: nn.AvgPool1d | nn.AvgPool2d, shape: torch.Size) -> tuple[int, int, int, int] | None:
+    """``(H, W, kh, kw)`` when the layer's windows tile planes of at most :data:`MAX_WINDOWS` windows, else
+    ``None``."""
+    one_dimensional = isinstance(layer, nn.AvgPool1d)
+    kernel = _pair(layer.kernel_size, one_dimensional)
+    stride = _pair(layer.stride if layer.stride not in (None, ()) else layer.kernel_size, one_dimensional)
+    padding = _pair(layer.padding, one_dimensional, height=0)
+    if stride != kernel or padding != (0, 0) or layer.ceil_mode or len(shape) < (2 if one_dimensional else 3):
+        return None
+    height, width = (1, shape[-1]) if one_dimensional else (shape[-2], shape[-1])
+    windows = (height // kernel[0]) * (width // kernel[1])
+    return (height, width, *kernel) if 0 < windows <= MAX_WINDOWS else None
+
+
+def pool_by_product(layer: nn.AvgPool1d | nn.AvgPool2d, x: torch.Tensor) -> torch.Tensor | None:
+    """``layer(x)`` as a product with the pooling matrix over every plane of ``x`` (any leading axes), or
+    ``None`` where the windows do not tile small planes."""
+    tiles = _tiles(layer, x.shape)
+    if tiles is None:
+        return None
+    height, width, kh, kw = tiles
+    divisor = getattr(layer, "divisor_override", None) or kh * kw
+    matrix = _pooling_matrix(height, width, (kh, kw), float(divisor), x.dtype, str(x.device))
+    one_dimensional = isinstance(layer, nn.AvgPool1d)
+    lead = x.shape[:-1] if one_dimensional else x.shape[:-2]
+    out = torch.mm(x.reshape(-1, height * width), matrix)
+    return out.reshape(*lead, *((width // kw,) if one_dimensional else (height // kh, width // kw)))
+
+
 @register_rule(nn.AvgPool1d, nn.AvgPool2d)
 class AvgPoolRule(LayerRule):
     """Average pooling: a product with the pooling matrix on small tiled planes, else torch's kernel."""
 
     has_parameters = False
 
-    def _tiles(self, layer: nn.AvgPool1d | nn.AvgPool2d, shape: torch.Size) -> tuple[int, int, int, int] | None:
-        """``(H, W, kh, kw)`` when the windows tile planes of at most :data:`MAX_WINDOWS` windows, else ``None``."""
-        one_dimensional = isinstance(layer, nn.AvgPool1d)
-        kernel = _pair(layer.kernel_size, one_dimensional)
-        stride = _pair(layer.stride if layer.stride is not None else layer.kernel_size, one_dimensional)
-        padding = _pair(layer.padding, one_dimensional, height=0)
-        if stride != kernel or padding != (0, 0) or layer.ceil_mode:
-            return None
-        height, width = (1, shape[-1]) if one_dimensional else (shape[-2], shape[-1])
-        windows = (height // kernel[0]) * (width // kernel[1])
-        return (height, width, *kernel) if 0 < windows <= MAX_WINDOWS else None
-
     def forward(self, layer, params, x):
-        tiles = self._tiles(layer, x.shape)
-        if tiles is None:
-            return split(layer(merge(x)), x.shape[0]), None
-        height, width, kh, kw = tiles
-        divisor = getattr(layer, "divisor_override", None) or kh * kw
-        matrix = _pooling_matrix(height, width, (kh, kw), float(divisor), x.dtype, str(x.device))
-        lead = x.shape[:-1] if isinstance(layer, nn.AvgPool1d) else x.shape[:-2]
-        out = torch.mm(x.reshape(-1, height * width), matrix)
-        shape = (width // kw,) if isinstance(layer, nn.AvgPool1d) else (height // kh, width // kw)
-        return out.reshape(*lead, *shape), None
+        out = pool_by_product(layer, x)
+        return (split(layer(merge(x)), x.shape[0]) if out is None else out), None
+
+
+class PoolingFunctions(TorchFunctionMode):
+    """While active, ``F.avg_pool1d`` / ``F.avg_pool2d`` called by a model's own ``forward`` pool small tiled
+    planes by the same product as :class:`AvgPoolRule` (any other call, and every other function, runs as
+    is); ``used`` records which of the two were routed so."""
+
+    #: function -> (its layer, the input dimensions it takes)
+    FUNCTIONS = {F.avg_pool1d: (nn.AvgPool1d, (2, 3)), F.avg_pool2d: (nn.AvgPool2d, (3, 4))}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.used: set[str] = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        kind, dims = self.FUNCTIONS.get(func, (None, ()))
+        if kind is not None and args and isinstance(args[0], torch.Tensor) and args[0].dim() in dims:
+            try:
+                layer = kind(*args[1:], **kwargs)
+            except TypeError:  # arguments the layer does not take: the function itself decides
+                layer = None
+            out = None if layer is None else pool_by_product(layer, args[0])
+            if out is not None:
+                self.used.add(func.__name__)
+                return out
+        return func(*args, **kwargs)

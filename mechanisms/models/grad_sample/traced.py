@@ -43,6 +43,7 @@ from torch.func import functional_call, grad, vmap
 from dpaudit.mechanisms.models.grad_sample.fallback import FunctionalRule
 from dpaudit.mechanisms.models.grad_sample.plan import (LayerPlan, LayerStep, Unflatten, _tensors, loss_gradient,
                                                          plan_layers, summed_losses)
+from dpaudit.mechanisms.models.grad_sample.pooling import PoolingFunctions
 from dpaudit.mechanisms.models.grad_sample.registry import merge, rule_for, split
 
 __all__ = ["ModulePlan", "module_plan", "plan_model"]
@@ -60,13 +61,15 @@ class ModulePlan(LayerPlan):
 
     ``steps`` are the units with parameters, ``free`` the labels of the
     parameter-free leaf modules (listed by :meth:`describe`; they run as
-    written), ``calls`` how many times each unit was called by the check's
-    forward pass.
+    written, or by their rule), ``calls`` how many times each unit was
+    called by the check's forward pass, ``functions`` the pooling functions
+    it called that were pooled by a product (``pooling.PoolingFunctions``).
     """
 
     model: nn.Module | None = None
     free: tuple[str, ...] = ()
     calls: dict[str, int] = dataclasses.field(default_factory=dict)
+    functions: tuple[str, ...] = ()
     state: threading.local = dataclasses.field(default_factory=threading.local)
 
     def describe(self) -> list[str]:
@@ -77,7 +80,8 @@ class ModulePlan(LayerPlan):
             note = "" if count == 1 else (" (never called)" if count == 0 else
                                           f" (called {count} times per example: per-example gradients formed)")
             lines.append(f"{step.label}: {step.path}{note}")
-        return lines + [f"{label}: parameter-free" for label in self.free]
+        return lines + [f"{label}: parameter-free" for label in self.free] + \
+            [f"F.{name}: parameter-free (a product)" for name in self.functions]
 
     def _run(self, flat_params: dict[str, torch.Tensor], inputs: torch.Tensor, labels: torch.Tensor):
         """The model's own forward pass over every trial's examples, then one backward pass to the units."""
@@ -85,8 +89,9 @@ class ModulePlan(LayerPlan):
         trials, batch = inputs.shape[:2]
         state.params, state.trials, state.rows, state.tape = flat_params, trials, trials * batch, []
         try:
-            output = split(self.model(merge(inputs)), trials)
-            tape = state.tape
+            with PoolingFunctions() as functions:  # F.avg_pool2d of small planes: the product of nn.AvgPool2d
+                output = split(self.model(merge(inputs)), trials)
+            tape, state.functions = state.tape, functions.used
         finally:
             del state.params, state.tape
         outputs = [out for _, _, out in tape]
@@ -205,15 +210,16 @@ def module_plan(model: nn.Module, names: list[str], device: torch.device | str,
                 module._parameters[key] = nn.Parameter(value.detach().to("meta"), requires_grad=False)
     plan = ModulePlan(tuple(steps), model=traced, free=tuple(f"{p} {type(m).__name__}" for p, m in free),
                       state=state)
-    mismatch, calls = _check(plan, model, names, device, examples)
+    mismatch, calls, functions = _check(plan, model, names, device, examples)
     if mismatch:
         return LayerPlan(None, f"{label}: {mismatch}")
-    return dataclasses.replace(plan, calls=calls)
+    return dataclasses.replace(plan, calls=calls, functions=functions)
 
 
 def _check(plan: ModulePlan, model: nn.Module, names: list[str], device: torch.device | str,
-           examples: torch.Tensor) -> tuple[str, dict[str, int]]:
-    """Compare the plan with ``torch.func`` on ``examples``: ``("", calls per unit)``, or what differs."""
+           examples: torch.Tensor) -> tuple[str, dict[str, int], tuple[str, ...]]:
+    """Compare the plan with ``torch.func`` on ``examples``: ``("", calls per unit, pooling functions pooled
+    by a product)``, or what differs."""
     reference_model = copy.deepcopy(model).to(device)
     params = dict(reference_model.named_parameters())
     buffers = {name: value for name, value in reference_model.named_buffers()}
@@ -246,7 +252,7 @@ def _check(plan: ModulePlan, model: nn.Module, names: list[str], device: torch.d
             expected = vmap(vmap(grad(one_loss), in_dims=(None, 0, 0)))(unflatten(theta), rows, labels)
         expected = torch.cat([expected[name].flatten(start_dim=2) for name in names], dim=-1)
     except Exception as error:  # noqa: BLE001 - any failure of the reference decides the path, with its message
-        return f"torch.func cannot run it one example at a time either ({_first_line(error)})", {}
+        return f"torch.func cannot run it one example at a time either ({_first_line(error)})", {}, ()
     try:
         found = plan.per_example_gradients(unflatten, names, theta, rows, labels)
         squared, weighted_sum = plan.clip_parts(unflatten, names, theta, rows, labels)
@@ -255,6 +261,7 @@ def _check(plan: ModulePlan, model: nn.Module, names: list[str], device: torch.d
         total = weighted_sum(weights)
         with torch.enable_grad():
             counted = plan._run(unflatten(theta.detach().requires_grad_()), rows, labels)
+        functions = tuple(sorted(plan.state.functions))
         checks = {"per-example gradients": (found, expected),
                   "squared norms": (squared, expected.square().sum(dim=-1)),
                   "clipped sums": (total, (weights.unsqueeze(-1) * expected).sum(dim=1))}
@@ -262,13 +269,13 @@ def _check(plan: ModulePlan, model: nn.Module, names: list[str], device: torch.d
             tolerance = TOLERANCE * torch.finfo(flat.dtype).eps ** 0.5 * float(reference.abs().max())
             if value.shape != reference.shape or not float((value - reference).abs().max()) <= tolerance:
                 return f"its layers' {what} differ from torch.func's (the forward pass mixes examples or " \
-                       f"uses parameters outside its layers)", {}
+                       f"uses parameters outside its layers)", {}, ()
     except Exception as error:  # noqa: BLE001 - a forward pass the units cannot follow: torch.func for all
-        return f"its layers cannot be run with every trial's parameters ({_first_line(error)})", {}
+        return f"its layers cannot be run with every trial's parameters ({_first_line(error)})", {}, ()
     calls = {step.label: 0 for step in plan.steps}
     for step, _, _ in counted:
         calls[step.label] += 1
-    return "", calls
+    return "", calls, functions
 
 
 def _first_line(error: Exception) -> str:
