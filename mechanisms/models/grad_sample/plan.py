@@ -82,13 +82,13 @@ class LayerPlan:
                               inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Per-example gradients ``(T, B, P)`` in the order of ``names`` (a parameter used by several calls
         gets the sum of their gradients; one no call used, zeros)."""
+        params = unflatten(theta.detach().requires_grad_())
         with torch.enable_grad():
-            layers = self._run(unflatten(theta.detach().requires_grad_()), inputs, labels)
+            layers = self._run(params, inputs, labels)
         found = _summed_gradients(layers)
         shape = inputs.shape[:2]
         return torch.cat([found[name].flatten(start_dim=2) if name in found
-                          else theta.new_zeros(*shape, size) for name, size in _sizes(unflatten, theta, names)],
-                         dim=-1)
+                          else theta.new_zeros(*shape, params[name][0].numel()) for name in names], dim=-1)
 
     def clip_parts(self, unflatten: Unflatten, names: list[str], theta: torch.Tensor, inputs: torch.Tensor,
                    labels: torch.Tensor) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
@@ -98,8 +98,9 @@ class LayerPlan:
         them); the calls of parameters used more than once (a layer called twice, tied weights) form
         their per-example gradients, summed per parameter, and give parts from those.
         """
+        params = unflatten(theta.detach().requires_grad_())
         with torch.enable_grad():
-            layers = self._run(unflatten(theta.detach().requires_grad_()), inputs, labels)
+            layers = self._run(params, inputs, labels)
         uses = collections.Counter(name for step, _, _ in layers for name in step.names.values())
         alone = [(step, saved, b) for step, saved, b in layers if all(uses[n] == 1 for n in step.names.values())]
         shared = [(step, saved, b) for step, saved, b in layers if any(uses[n] > 1 for n in step.names.values())]
@@ -116,8 +117,8 @@ class LayerPlan:
                 for own, total in part.weighted_sum(weights).items():
                     found[own_names[own]] = total.detach()
             return torch.cat([found[name].reshape(weights.shape[0], -1) if name in found
-                              else weights.new_zeros(weights.shape[0], size)
-                              for name, size in _sizes(unflatten, theta, names)], dim=-1)
+                              else weights.new_zeros(weights.shape[0], params[name][0].numel())
+                              for name in names], dim=-1)
 
         return squared, weighted_sum
 
@@ -141,12 +142,6 @@ def _summed_gradients(layers) -> dict[str, torch.Tensor]:
             name = step.names[own]
             found[name] = found[name] + gradient.detach() if name in found else gradient.detach()
     return found
-
-
-def _sizes(unflatten: Unflatten, theta: torch.Tensor, names: list[str]) -> list[tuple[str, int]]:
-    """Each parameter's name and entry count, in the order of ``names``."""
-    shapes = unflatten(theta[:1])
-    return [(name, shapes[name][0].numel()) for name in names]
 
 
 def _tensors(saved) -> Iterator[torch.Tensor]:
