@@ -162,7 +162,7 @@ def test_every_sequential_case_behind_a_forward_of_its_own_equals_torch_func(cas
 def test_a_layer_called_twice_sums_its_calls_and_an_unused_layer_has_zero_gradients():
     model, stacked, theta, inputs, labels = _stacked_problem(Reused(), 6)
     assert stacked.plan.describe() == [
-        "a Linear: closed form", "b Linear: closed form (called 2 times per example: per-example gradients formed)",
+        "a Linear: closed form", "b Linear: closed form (called 2 times a forward pass: per-example gradients formed)",
         "c Linear: closed form", "unused Linear: closed form (never called)"]
     _assert_equals_torch_func(model, stacked, theta, inputs, labels)
 
@@ -211,3 +211,32 @@ def test_dp_sgd_on_a_traced_model_equals_dp_sgd_through_torch_func():
             results.append(train(stacked, records, canary, schedule, 5, np.random.default_rng(3)))
     for traced, generic in zip(results[:2], results[2:]):
         torch.testing.assert_close(traced, generic, rtol=1e-10, atol=1e-10)
+
+
+def test_a_float32_training_of_a_traced_model_has_the_law_of_the_float64_training():
+    # float32 trainings draw their noise from NumPy's float32 ziggurat, float64 ones from the float64 one
+    # (training.standard_normal). The never-called layer's 6 parameters move by noise alone, N(start,
+    # steps (eta sigma C / m)^2) exactly: a one-sample KS test per dtype on 800 x 6 standardised moves; the
+    # trained coordinates must follow one law in both dtypes: two-sample KS on three. KS p-values under the
+    # null are uniform: 1e-3 per test.
+    from scipy.stats import ks_2samp, kstest
+
+    mech = dpaudit.make("model", model="mlp", data="iris", steps=2)  # only for its records
+    records = torch.as_tensor(np.array(mech.records))[:, [0, 1, 2, 3, 0, 1, 4]]  # 6 features, then the label
+    steps, batch, clip, sigma, eta = 6, 30, 1.0, 1.0, 0.5
+    schedule = Schedule(steps, batch, "poisson", clip, sigma, eta, 0.0)
+    trained, threads = [], torch.get_num_threads()
+    torch.set_num_threads(1)  # as Mechanism.sample does: small products gain nothing from a second thread
+    try:
+        for dtype, seed in ((torch.float64, 1), (torch.float32, 2)):
+            torch.manual_seed(0)
+            stacked = Stacked(Reused().to(dtype), examples=records[:4, :-1].to(dtype))
+            assert type(stacked.plan).__name__ == "ModulePlan"
+            final = train(stacked, records.to(dtype), {}, schedule, 800, np.random.default_rng(seed)).double()
+            moves = (final - stacked.flat.double())[:, -6:] / (eta * sigma * clip / batch * steps ** 0.5)
+            assert kstest(moves.reshape(-1).numpy(), "norm").pvalue > 1e-3, dtype
+            trained.append(final)
+    finally:
+        torch.set_num_threads(threads)
+    for column in (0, trained[0].shape[1] // 3, trained[0].shape[1] // 2):
+        assert ks_2samp(trained[0][:, column].numpy(), trained[1][:, column].numpy()).pvalue > 1e-3, column

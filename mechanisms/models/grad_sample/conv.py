@@ -47,10 +47,12 @@ def _as_2d(layer: nn.Conv1d | nn.Conv2d) -> tuple[tuple[int, int], ...]:
 
 @functools.lru_cache(maxsize=64)
 def _patch_index(channels: int, height: int, width: int, kernel: tuple[int, int], stride: tuple[int, int],
-                 dilation: tuple[int, int], padding: tuple[int, int], ones: bool) -> tuple[torch.Tensor, tuple[int, int]]:
+                 dilation: tuple[int, int], padding: tuple[int, int], ones: bool,
+                 device: str = "cpu") -> tuple[torch.Tensor, tuple[int, int]]:
     """Where each patch entry sits in an image flattened to ``C H W`` entries followed by a 0 and a 1:
     ``(L (p + ones),)`` indices, position-major, each patch's ``p = C kh kw`` entries channel-major like a
-    weight's (entries in the zero padding point at the 0), then the 1 if ``ones``; and the output size."""
+    weight's (entries in the zero padding point at the 0), then the 1 if ``ones``, on ``device``; and the
+    output size."""
     rows, cols = height + 2 * padding[0], width + 2 * padding[1]
     size = [(extent - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1 for i, extent in enumerate((rows, cols))]
     row = ((torch.arange(size[0]) * stride[0]).reshape(-1, 1) + torch.arange(kernel[0]) * dilation[0]
@@ -65,7 +67,7 @@ def _patch_index(channels: int, height: int, width: int, kernel: tuple[int, int]
     index = index.reshape(size[0] * size[1], -1)  # (L, p)
     if ones:
         index = torch.cat([index, index.new_full((index.shape[0], 1), channels * height * width + 1)], dim=1)
-    return index.reshape(-1), tuple(size)
+    return index.reshape(-1).to(device), tuple(size)
 
 
 def _unfold(images: torch.Tensor, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
@@ -80,9 +82,9 @@ def _unfold(images: torch.Tensor, kernel: tuple[int, int], stride: tuple[int, in
     which loops over images, are two to eight times slower on many small images).
     """
     count, channels, height, width = images.shape
-    index, size = _patch_index(channels, height, width, kernel, stride, dilation, padding, ones)
+    index, size = _patch_index(channels, height, width, kernel, stride, dilation, padding, ones, str(images.device))
     flat = torch.cat([images.reshape(count, -1), images.new_tensor([0.0, 1.0]).expand(count, 2)], dim=1)
-    patches = flat.index_select(1, index.to(images.device))
+    patches = flat.index_select(1, index)
     return patches.reshape(count, size[0] * size[1], -1), size
 
 

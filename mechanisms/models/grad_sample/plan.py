@@ -4,7 +4,9 @@
 its layers and gives each one a path: a closed form from the registry, the
 parameter-free forward pass, or ``torch.func`` for a layer the registry
 cannot treat. A model whose forward pass is its own code is not a sequence
-of layers: it goes through ``torch.func`` as a whole, and the plan says so.
+of layers: ``traced`` plans it from the layers it calls (a
+:class:`~traced.ModulePlan`, which shares this class's gradients and
+clipping), or it goes through ``torch.func`` as a whole, and the plan says so.
 
 One step runs the layers forward on inputs ``(T, B, ...)`` with every
 trial's own parameters, takes the gradients of the summed per-example

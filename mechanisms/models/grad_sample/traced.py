@@ -78,7 +78,7 @@ class ModulePlan(LayerPlan):
         for step in self.steps:
             count = self.calls.get(step.label, 1)
             note = "" if count == 1 else (" (never called)" if count == 0 else
-                                          f" (called {count} times per example: per-example gradients formed)")
+                                          f" (called {count} times a forward pass: per-example gradients formed)")
             lines.append(f"{step.label}: {step.path}{note}")
         return lines + [f"{label}: parameter-free" for label in self.free] + \
             [f"F.{name}: parameter-free (a product)" for name in self.functions]
@@ -120,7 +120,8 @@ def _replaced_forward(state: threading.local, step: LayerStep, native):
     parameter-free layer's rule is only run, and the layer runs as written on anything but one row per
     example: ``native``)."""
     def forward(*args: torch.Tensor, **kwargs) -> torch.Tensor:
-        if not step.names and (len(args) != 1 or kwargs or args[0].shape[0] != state.rows):
+        if not step.names and (len(args) != 1 or kwargs or not isinstance(args[0], torch.Tensor)
+                               or args[0].dim() == 0 or args[0].shape[0] != state.rows):
             return native(*args, **kwargs)
         if len(args) != 1 or kwargs:
             raise TypeError(f"{step.label} is called with {len(args)} inputs and {len(kwargs)} keywords; "
