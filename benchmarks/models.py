@@ -31,16 +31,16 @@ each batched over trials by the mechanism (per-example gradients layer by
 layer, ``mechanisms/models/grad_sample``) against the plain loop a user
 writes (``plain_loop``: one model at a time, per-sample gradients by
 ``vmap(grad(...))`` on each Poisson batch, clipped, noised; its first
-training, which sets ``torch.func`` up, is not timed), measured in the same
-run on the same threads (one: run it under ``taskset -c 1``, the machine
-may be shared). The floor beside them is the arithmetic of a training
+training, which sets ``torch.func`` up, is not timed), alternated for a few
+rounds in the same run on the same threads (one: run it under ``taskset -c
+1``, the machine may be shared); the ratio is the median of the rounds'. The floor beside them is the arithmetic of a training
 (``training_flops``) at the machine's measured matrix-multiply rate
 (``matmul_gflops``): what no implementation on this core can beat.
 ``--device cuda`` runs the same cases on a GPU and prints trainings per
 second and the speed-up over the CPU.
 
 Run: ``python benchmarks/models.py [--trials N] [--dtype float32|float64] [--cases logistic,cnn,...]
-[--own-trials N] [--own-loop-trials N] [--device cpu|cuda] [--json]``.
+[--own-trials N] [--own-loop-trials N] [--rounds N] [--device cpu|cuda] [--json]``.
 """
 
 from __future__ import annotations
@@ -48,9 +48,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -169,10 +171,10 @@ OWN_MODELS = {"cnn": ("Sequential", cnn), "cnn-own": ("own forward", OwnCNN),
               "mlp": ("Sequential", mlp), "mlp-own": ("own forward", OwnMLP)}
 
 
-def plain_loop(factory, records: np.ndarray, trainings: int, dtype: torch.dtype, device: str) -> float:
-    """Seconds per training of the shortest correct DP-SGD loop a user writes: one model at a time, per-sample
-    gradients by ``vmap(grad(...))`` on each Poisson batch, clipped, summed, noised (the first training, which
-    sets up ``torch.func``, is not timed)."""
+def plain_loop(factory, records: np.ndarray, dtype: torch.dtype, device: str) -> Callable[[int], float]:
+    """The shortest correct DP-SGD loop a user writes: one model at a time, per-sample gradients by
+    ``vmap(grad(...))`` on each Poisson batch, clipped, summed, noised. Returns ``run(trainings)``, the
+    seconds per training of that many; one training, which sets ``torch.func`` up, runs here, untimed."""
     x = torch.as_tensor(np.array(records[:, :-1]), dtype=dtype, device=device)
     y = torch.as_tensor(np.array(records[:, -1]), dtype=torch.long, device=device)
     n = x.shape[0]
@@ -184,10 +186,8 @@ def plain_loop(factory, records: np.ndarray, trainings: int, dtype: torch.dtype,
         return F.cross_entropy(functional_call(model, params, (example.unsqueeze(0),)), label.unsqueeze(0))
 
     per_sample = vmap(grad(loss), in_dims=(None, 0, 0))
-    for number in range(trainings + 1):
-        if number == 1:
-            _synchronize(device)
-            started = time.perf_counter()
+
+    def train_one() -> None:
         params = dict(start)
         for _ in range(DIGITS_STEPS):
             batch = (torch.rand(n, device=device) < BATCH / n).nonzero()[:, 0]
@@ -197,8 +197,17 @@ def plain_loop(factory, records: np.ndarray, trainings: int, dtype: torch.dtype,
             params = {name: value - ETA * (torch.einsum("b,b...->...", factor, grads[name])
                                            + SIGMA * CLIP * torch.randn_like(value)) / BATCH
                       for name, value in params.items()}
-    _synchronize(device)
-    return (time.perf_counter() - started) / trainings
+
+    def run(trainings: int) -> float:
+        _synchronize(device)
+        started = time.perf_counter()
+        for _ in range(trainings):
+            train_one()
+        _synchronize(device)
+        return (time.perf_counter() - started) / trainings
+
+    train_one()
+    return run
 
 
 def _synchronize(device: str) -> None:
@@ -206,14 +215,19 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _batched(factory, trials: int, dtype: str, device: str) -> tuple[float, list[str]]:
-    """Seconds per training batched over ``trials`` by the mechanism, and its layers' paths."""
+def batched_trainings(factory, dtype: str, device: str) -> tuple[Callable[[int, int], float], list[str]]:
+    """The mechanism on ``factory`` (warmed up on 64 trials): ``run(trials, seed)``, the seconds per training
+    of ``trials`` trainings batched, and its layers' paths."""
     mech = dpaudit.make("model", model=factory, data="digits", steps=DIGITS_STEPS, batch_size=BATCH, clip=CLIP,
                         noise_multiplier=SIGMA, eta=ETA, dtype=dtype, device=device)
-    mech.sample(trials=min(trials, 64), seed=1)  # warm-up
-    started = time.perf_counter()
-    mech.sample(trials=trials, seed=0)
-    return (time.perf_counter() - started) / trials, mech.gradient_paths
+    mech.sample(trials=64, seed=1)
+
+    def run(trials: int, seed: int) -> float:
+        started = time.perf_counter()
+        mech.sample(trials=trials, seed=seed)
+        return (time.perf_counter() - started) / trials
+
+    return run, mech.gradient_paths
 
 
 def training_flops(factory) -> float:
@@ -251,9 +265,11 @@ def matmul_gflops(dtype: torch.dtype = torch.float32, size: int = 512, rounds: i
     return 2 * size ** 3 / best / 1e9
 
 
-def own_models(cases: list[str], trials: int, loop_trials: int, device: str) -> list[dict]:
-    """Trainings per second of each own model, batched and in the plain loop (same run, same threads), and
-    the floor: the arithmetic of a training at the measured matrix-multiply rate."""
+def own_models(cases: list[str], trials: int, loop_trials: int, device: str, rounds: int = 3) -> list[dict]:
+    """Trainings per second of each own model, batched and in the plain loop, alternated for ``rounds``
+    rounds on the same threads (the ratio is taken within each round: load from other processes slows both
+    alike there; medians over rounds, ranges beside them), and the floor: the arithmetic of a training at
+    the measured matrix-multiply rate."""
     from dpaudit.mechanisms import tiles
 
     records = load_records("digits", None)
@@ -265,18 +281,23 @@ def own_models(cases: list[str], trials: int, loop_trials: int, device: str) -> 
     rate = matmul_gflops() if device == "cpu" else None
     for case in cases:
         form, factory = OWN_MODELS[case]
-        batched, paths = _batched(factory, trials, "float32", device)
-        loop = plain_loop(factory, records, loop_trials, torch.float32, device)
+        batched, paths = batched_trainings(factory, "float32", device)
+        loop = plain_loop(factory, records, torch.float32, device)
+        timed = [(batched(trials, number), loop(loop_trials)) for number in range(rounds)]
+        ratios = sorted(looped / batch for batch, looped in timed)
         flops = training_flops(factory)
         row = {"case": case, "form": form, "device": device, "trials": trials, "loop_trials": loop_trials,
-               "parameters": sum(p.numel() for p in factory(64, 10).parameters()),
-               "batched_per_second": 1 / batched, "loop_per_second": 1 / loop, "speedup_over_loop": loop / batched,
+               "rounds": rounds, "parameters": sum(p.numel() for p in factory(64, 10).parameters()),
+               "batched_per_second": statistics.median(1 / batch for batch, _ in timed),
+               "loop_per_second": statistics.median(1 / looped for _, looped in timed),
+               "speedup_over_loop": statistics.median(ratios), "speedup_range": [ratios[0], ratios[-1]],
                "mflop_per_training": flops / 1e6, "paths": paths}
         if rate is not None:
             row["matmul_gflops"], row["floor_per_second"] = rate, rate * 1e9 / flops
         if device == "cuda":  # the same batched training on the CPU, for the speed-up over it
-            cpu, _ = _batched(factory, max(trials // 16, 64), "float32", "cpu")
-            row["cpu_per_second"], row["speedup_over_cpu"] = 1 / cpu, cpu / batched
+            cpu, _ = batched_trainings(factory, "float32", "cpu")
+            seconds = cpu(max(trials // 16, 64), 0)
+            row["cpu_per_second"], row["speedup_over_cpu"] = 1 / seconds, seconds * row["batched_per_second"]
         rows.append(row)
     tiles.set_threads(threads)
     return rows
@@ -286,7 +307,8 @@ def _own_line(row: dict) -> str:
     line = (f"{row['case']} ({row['form']}, {row['parameters']} parameters, {DIGITS_STEPS} steps, float32, "
             f"{row['device']}): batched {row['batched_per_second']:.1f} trainings/s ({row['trials']} trials), "
             f"plain loop {row['loop_per_second']:.2f}/s ({row['loop_trials']} trials): "
-            f"{row['speedup_over_loop']:.1f}x")
+            f"{row['speedup_over_loop']:.1f}x (medians of {row['rounds']} rounds; ratios "
+            f"{row['speedup_range'][0]:.1f}-{row['speedup_range'][1]:.1f}x)")
     if "floor_per_second" in row:
         line += (f"; floor {row['floor_per_second']:.0f}/s ({row['mflop_per_training']:.0f} MFLOP a training at "
                  f"{row['matmul_gflops']:.0f} GFLOP/s)")
@@ -321,12 +343,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated: logistic (issue 18's workload), " + ", ".join(OWN_MODELS)
                              + " (own modules on the digits)")
     parser.add_argument("--own-trials", type=int, default=1024, help="trainings of each own model, batched")
-    parser.add_argument("--own-loop-trials", type=int, default=8, help="trainings of each own model in the loop")
+    parser.add_argument("--own-loop-trials", type=int, default=8,
+                        help="trainings of each own model in the loop, each round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of batched and loop trainings, alternated")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory child")
     args = parser.parse_args(argv)
     cases = [case for case in args.cases.split(",") if case]
-    own = own_models([c for c in cases if c in OWN_MODELS], args.own_trials, args.own_loop_trials, args.device)
+    own = own_models([c for c in cases if c in OWN_MODELS], args.own_trials, args.own_loop_trials, args.device,
+                     args.rounds)
     for row in own:
         if not args.json:
             print(_own_line(row))

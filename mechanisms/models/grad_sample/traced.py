@@ -10,9 +10,11 @@ replaced by one that splits the rows into trials and examples, runs the
 unit's rule with every trial's own parameters (``torch.func`` for a unit
 without a rule), records the unit's input and output (the output's
 gradient is the unit's backprop: one backward pass from the summed
-losses), and merges the rows again. Everything else in the user's
-``forward`` (activations, pooling, reshapes written as functions) runs as
-written, once, on all rows.
+losses), and merges the rows again; a parameter-free module with a rule
+runs its rule. Everything else in the user's ``forward`` (activations,
+pooling, reshapes written as functions) runs as written, once, on all rows,
+but for average pooling of small tiled planes, which takes the product of
+``nn.AvgPool2d``'s rule (``pooling.PoolingFunctions``).
 
 That is right when the forward pass treats rows as independent examples,
 calls units on tensors with one row per example, and uses parameters only
