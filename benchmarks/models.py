@@ -33,9 +33,12 @@ writes (``plain_loop``: one model at a time, per-sample gradients by
 ``vmap(grad(...))`` on each Poisson batch, clipped, noised; its first
 training, which sets ``torch.func`` up, is not timed), alternated for a few
 rounds in the same run on the same threads (one: run it under ``taskset -c
-1``, the machine may be shared); the ratio is the median of the rounds'. The floor beside them is the arithmetic of a training
-(``training_flops``) at the machine's measured matrix-multiply rate
-(``matmul_gflops``): what no implementation on this core can beat.
+1``, the machine may be shared); the ratio is the median of the rounds'.
+Rates come by wall time and by the process's CPU time: on a shared core
+the second counts only what each side ran, and is the steadier of the two.
+The floor beside them is the arithmetic of a training (``training_flops``)
+at the machine's measured matrix-multiply rate (``matmul_gflops``): what no
+implementation on this core can beat.
 ``--device cuda`` runs the same cases on a GPU and prints trainings per
 second and the speed-up over the CPU.
 
@@ -171,10 +174,11 @@ OWN_MODELS = {"cnn": ("Sequential", cnn), "cnn-own": ("own forward", OwnCNN),
               "mlp": ("Sequential", mlp), "mlp-own": ("own forward", OwnMLP)}
 
 
-def plain_loop(factory, records: np.ndarray, dtype: torch.dtype, device: str) -> Callable[[int], float]:
+def plain_loop(factory, records: np.ndarray, dtype: torch.dtype, device: str) -> Callable[[int], tuple[float, float]]:
     """The shortest correct DP-SGD loop a user writes: one model at a time, per-sample gradients by
     ``vmap(grad(...))`` on each Poisson batch, clipped, summed, noised. Returns ``run(trainings)``, the
-    seconds per training of that many; one training, which sets ``torch.func`` up, runs here, untimed."""
+    wall and CPU seconds per training of that many; one training, which sets ``torch.func`` up, runs here,
+    untimed."""
     x = torch.as_tensor(np.array(records[:, :-1]), dtype=dtype, device=device)
     y = torch.as_tensor(np.array(records[:, -1]), dtype=torch.long, device=device)
     n = x.shape[0]
@@ -198,13 +202,13 @@ def plain_loop(factory, records: np.ndarray, dtype: torch.dtype, device: str) ->
                                            + SIGMA * CLIP * torch.randn_like(value)) / BATCH
                       for name, value in params.items()}
 
-    def run(trainings: int) -> float:
+    def run(trainings: int) -> tuple[float, float]:
         _synchronize(device)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         for _ in range(trainings):
             train_one()
         _synchronize(device)
-        return (time.perf_counter() - started) / trainings
+        return (time.perf_counter() - started) / trainings, (time.process_time() - cpu) / trainings
 
     train_one()
     return run
@@ -215,17 +219,18 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def batched_trainings(factory, dtype: str, device: str) -> tuple[Callable[[int, int], float], list[str]]:
-    """The mechanism on ``factory`` (warmed up on 64 trials): ``run(trials, seed)``, the seconds per training
-    of ``trials`` trainings batched, and its layers' paths."""
+def batched_trainings(factory, dtype: str,
+                      device: str) -> tuple[Callable[[int, int], tuple[float, float]], list[str]]:
+    """The mechanism on ``factory`` (warmed up on 64 trials): ``run(trials, seed)``, the wall and CPU seconds
+    per training of ``trials`` trainings batched, and its layers' paths."""
     mech = dpaudit.make("model", model=factory, data="digits", steps=DIGITS_STEPS, batch_size=BATCH, clip=CLIP,
                         noise_multiplier=SIGMA, eta=ETA, dtype=dtype, device=device)
     mech.sample(trials=64, seed=1)
 
-    def run(trials: int, seed: int) -> float:
-        started = time.perf_counter()
+    def run(trials: int, seed: int) -> tuple[float, float]:
+        started, cpu = time.perf_counter(), time.process_time()
         mech.sample(trials=trials, seed=seed)
-        return (time.perf_counter() - started) / trials
+        return (time.perf_counter() - started) / trials, (time.process_time() - cpu) / trials
 
     return run, mech.gradient_paths
 
@@ -284,19 +289,25 @@ def own_models(cases: list[str], trials: int, loop_trials: int, device: str, rou
         batched, paths = batched_trainings(factory, "float32", device)
         loop = plain_loop(factory, records, torch.float32, device)
         timed = [(batched(trials, number), loop(loop_trials)) for number in range(rounds)]
-        ratios = sorted(looped / batch for batch, looped in timed)
+        ratios = sorted(looped[0] / batch[0] for batch, looped in timed)
+        cpu_ratios = sorted(looped[1] / batch[1] for batch, looped in timed)
         flops = training_flops(factory)
         row = {"case": case, "form": form, "device": device, "trials": trials, "loop_trials": loop_trials,
                "rounds": rounds, "parameters": sum(p.numel() for p in factory(64, 10).parameters()),
-               "batched_per_second": statistics.median(1 / batch for batch, _ in timed),
-               "loop_per_second": statistics.median(1 / looped for _, looped in timed),
+               "batched_per_second": statistics.median(1 / batch[0] for batch, _ in timed),
+               "loop_per_second": statistics.median(1 / looped[0] for _, looped in timed),
                "speedup_over_loop": statistics.median(ratios), "speedup_range": [ratios[0], ratios[-1]],
                "mflop_per_training": flops / 1e6, "paths": paths}
+        if device == "cpu":  # CPU time: what each used of the core, whatever else the machine ran meanwhile
+            row.update(batched_per_cpu_second=statistics.median(1 / batch[1] for batch, _ in timed),
+                       loop_per_cpu_second=statistics.median(1 / looped[1] for _, looped in timed),
+                       speedup_over_loop_cpu=statistics.median(cpu_ratios),
+                       speedup_range_cpu=[cpu_ratios[0], cpu_ratios[-1]])
         if rate is not None:
             row["matmul_gflops"], row["floor_per_second"] = rate, rate * 1e9 / flops
         if device == "cuda":  # the same batched training on the CPU, for the speed-up over it
             cpu, _ = batched_trainings(factory, "float32", "cpu")
-            seconds = cpu(max(trials // 16, 64), 0)
+            seconds = cpu(max(trials // 16, 64), 0)[0]
             row["cpu_per_second"], row["speedup_over_cpu"] = 1 / seconds, seconds * row["batched_per_second"]
         rows.append(row)
     tiles.set_threads(threads)
@@ -309,6 +320,10 @@ def _own_line(row: dict) -> str:
             f"plain loop {row['loop_per_second']:.2f}/s ({row['loop_trials']} trials): "
             f"{row['speedup_over_loop']:.1f}x (medians of {row['rounds']} rounds; ratios "
             f"{row['speedup_range'][0]:.1f}-{row['speedup_range'][1]:.1f}x)")
+    if "speedup_over_loop_cpu" in row:
+        line += (f"; by CPU time {row['batched_per_cpu_second']:.1f} against {row['loop_per_cpu_second']:.2f}: "
+                 f"{row['speedup_over_loop_cpu']:.1f}x ({row['speedup_range_cpu'][0]:.1f}-"
+                 f"{row['speedup_range_cpu'][1]:.1f}x)")
     if "floor_per_second" in row:
         line += (f"; floor {row['floor_per_second']:.0f}/s ({row['mflop_per_training']:.0f} MFLOP a training at "
                  f"{row['matmul_gflops']:.0f} GFLOP/s)")
