@@ -15,13 +15,13 @@ import torch
 
 from dpaudit.mechanisms.base import Mechanism, param, register
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.errors import ParameterError
-from dpaudit.mechanisms.kinds import SHUFFLED, Relation
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.kinds import SHUFFLED, Relation
 from dpaudit.mechanisms.models.data import load_records
 from dpaudit.mechanisms.iterative import clip_to_norm
 from dpaudit.mechanisms.models.networks import MODELS, Stacked, build_model, per_example_gradients
 from dpaudit.mechanisms.models.training import Schedule, train, train_pnsgd
-from dpaudit.mechanisms.validation import check_choice, check_int, check_real
+from dpaudit.core.validation import check_choice, check_int, check_real
 
 __all__ = ["ModelTraining"]
 

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
-from dpaudit.mechanisms.errors import ParameterError
+from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.models.grad_sample import LayerPlan, plan_model
 
 __all__ = ["MODELS", "Stacked", "build_model", "per_example_gradients"]

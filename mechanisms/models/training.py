@@ -28,7 +28,7 @@ import torch
 
 from torch import nn
 
-from dpaudit.mechanisms.kinds import SHUFFLED
+from dpaudit.core.kinds import SHUFFLED
 from dpaudit.mechanisms.lssgd import laplacian_smooth
 from dpaudit.mechanisms.models.networks import Stacked, per_example_gradients
 from dpaudit.mechanisms.models.progress import training_bar
