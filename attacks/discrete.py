@@ -8,9 +8,10 @@ deciding everything on the calibration trials it is fitted on:
 - a coordinate with at most :data:`MAX_LEVELS` distinct values is a
   category: one 0/1 column per value seen (an unseen value sets none);
 - a coordinate with more values, some of which repeat exactly in at least
-  :data:`ATOM_SHARE` of the trials (sentinel codes), gets one 0/1 column per
-  such value and keeps its other values as they are, set to 0 where a
-  sentinel is flagged;
+  :data:`ATOM_SHARE` of the trials and :data:`ATOM_RATIO` times as often as
+  some value next to them (sentinel codes: an atom, not the mode of a
+  continuous law released on a grid), gets one 0/1 column per such value and
+  keeps its other values as they are, set to 0 where a sentinel is flagged;
 - any other coordinate is continuous and kept as it is.
 
 When every coordinate is a category, each outcome ``o`` is scored by its
@@ -85,12 +86,19 @@ from dpaudit.core.errors import ParameterError
 if TYPE_CHECKING:
     from dpaudit.attacks.score_protocol import ScoreFunction
 
-__all__ = ["ATOM_SHARE", "CALIBRATION_SHARE", "Encoding", "MAX_LEVELS", "PSEUDO_COUNT", "SPLIT_MARGIN", "TAIL_MODEL", "coarsen",
+__all__ = ["ATOM_NEIGHBOURS", "ATOM_RATIO", "ATOM_SHARE", "CALIBRATION_SHARE", "Encoding", "MAX_LEVELS", "PSEUDO_COUNT", "SPLIT_MARGIN", "TAIL_MODEL", "coarsen",
            "fit_discrete", "fit_encoding", "median_cuts", "outcome_codes"]
 
 MAX_LEVELS = 32  #: a coordinate with at most this many distinct calibration values is a category
 ATOM_SHARE = 0.01  #: a repeated value of a continuous coordinate with at least this share is a sentinel
 MAX_SENTINELS = 8  #: sentinels flagged per coordinate (the most frequent)
+#: A sentinel repeats at least this many times as often as the least frequent of its :data:`ATOM_NEIGHBOURS`
+#: nearest distinct values on each side: a continuous law released on a grid (model parameters rounded to
+#: 2^-12) has counts that change smoothly from one grid value to the next, so its mode is no sentinel (the
+#: least of 8 Poisson counts of mean 15 is about 9), while a code such as -1000 beside noisy answers repeats
+#: where some neighbour occurs once (the least, not the mean: codes sit side by side, -2000 next to -1000)
+ATOM_RATIO = 4.0
+ATOM_NEIGHBOURS = 4
 PSEUDO_COUNT = 0.5  #: the smoothing ``a`` of the outcome log-ratio
 #: Values are read cut at their median only when that reading's calibration log-likelihood beats the linear
 #: one's by this many nats: both fit as many parameters, and the line is kept unless the data clearly say
@@ -166,9 +174,17 @@ def fit_encoding(calibration: np.ndarray) -> Encoding:
             continue
         levels.append(None)
         frequent = np.flatnonzero(counts >= max(ATOM_SHARE * x.shape[0], 2))
+        frequent = frequent[[_is_atom(counts, i) for i in frequent]] if frequent.size else frequent
         frequent = frequent[np.argsort(-counts[frequent], kind="stable")][:MAX_SENTINELS]
         sentinels.append(np.sort(values[frequent]))
     return Encoding(tuple(levels), tuple(sentinels))
+
+
+def _is_atom(counts: np.ndarray, i: int) -> bool:
+    """Whether the value of rank ``i`` repeats :data:`ATOM_RATIO` times as often as the least frequent of its
+    neighbours by rank."""
+    neighbours = np.concatenate([counts[max(i - ATOM_NEIGHBOURS, 0):i], counts[i + 1:i + 1 + ATOM_NEIGHBOURS]])
+    return bool(counts[i] >= ATOM_RATIO * neighbours.min()) if neighbours.size else True
 
 
 def outcome_codes(encoding: Encoding, outputs: np.ndarray) -> np.ndarray:
