@@ -17,10 +17,13 @@ from typing import Any
 
 from dpaudit.auditing.jobs.result import AuditResult, ClaimEntry, IndexResult, load_result
 from dpaudit.auditing.statistics.verdict import applicable_bounds
+from dpaudit.mechanisms.accounting.entry import REFERENCE_KINDS
 
-__all__ = ["BAND_WORDS", "CEILING_WORDS", "band_text", "claims_rows", "estimate_rows", "gdp_sentence", "index_rows",
-           "markdown", "md", "notable_sentences", "num", "one_run_lines", "portfolio_rows", "reading_guide",
-           "release_text", "reproduction_text", "shown_params", "tightest_claim", "typed", "verdict_sentence"]
+__all__ = ["BAND_WORDS", "CEILING_WORDS", "LOPSIDED", "band_sentences", "band_text", "claims_rows", "estimate_rows",
+           "gdp_sentence", "histogram_caption", "index_rows", "looks_text", "markdown", "md", "notable_sentences",
+           "num", "one_run_lines", "portfolio_rows", "reading_guide", "release_text", "reproduction_text",
+           "roc_caption", "shown_params", "strongest_row", "test_place", "theory_slack_sentence", "tightest_claim",
+           "typed", "verdict_sentence"]
 
 Result = AuditResult | Mapping[str, Any]
 
@@ -76,12 +79,29 @@ def _plain_num(value: Any, spec: str = ".4g") -> str:
         return str(value)
 
 
+def looks_text(result: Result) -> str:
+    """How a sequential audit looked and what each look cost ("" for an audit that looks once), in the words of
+    the headline, the command line's summary and the reading guide: ``5 planned looks of a sequential audit
+    (stopped at look 5; this look's bound at confidence 0.975, each of the 4 earlier looks' at 0.9938)``."""
+    record = typed(result).sequential
+    betas = list(record.get("beta_per_look") or ()) if record else []
+    planned, stopped = (record.get("looks_planned"), record.get("stopped_at_look")) if record else (None, None)
+    if not betas or not _number(planned) or not _number(stopped):
+        return ""
+    earlier = (f", each of the {len(betas) - 1} earlier looks' at {_plain_num(1 - betas[0], '.4g')}"
+               if len(betas) > 1 else "")
+    return (f"{planned} planned looks of a sequential audit (stopped at look {stopped}; this look's bound at "
+            f"confidence {_plain_num(record.get('look_confidence'), '.4g')}{earlier})")
+
+
 def verdict_sentence(result: Result) -> str:
     """What was certified, at which confidence, against which claims (no model-based figure)."""
     result = typed(result)
     emp = result.empirical
     where = "" if emp.index is None else f", strongest at canary index {emp.index}"
     scope = f" over all {len(result.per_index)} canary positions together" if len(result.per_index) > 1 else ""
+    looks = looks_text(result)
+    scope += f" over the {looks}" if looks else ""
     shown = (f"Certified with confidence {_plain_num(emp.confidence, 'g')}{scope}: epsilon is at least "
              f"{_plain_num(emp.epsilon_lower_bound, '.3f')} at delta = {_plain_num(emp.delta, 'g')}{where}.")
     if result.verdict == "violation":
@@ -148,6 +168,19 @@ def reading_guide(result: Result) -> list[tuple[str, str]]:
                       "included or not by a fair coin before training, and the test counts how often the trained "
                       "model tells which; the one-run section says which test certified and under which "
                       "assumptions."))
+    looks = looks_text(result)
+    if looks:
+        same = result.sequential.get("same_trials_as")
+        record = result.sequential
+        guide.append(("Sequential audit", f"this audit looked at its trials after "
+                      f"{', '.join(map(str, record.get('looks') or ()))} certification chunks (dpaudit check, "
+                      "assert_private), to stop at the first certified violation. Each look pays for itself: "
+                      f"the failure probability {_plain_num(1 - emp.confidence, '.3g')} is split over the looks, "
+                      "half to the last and the rest equally to the earlier ones, so every look's statement holds "
+                      f"together at {_plain_num(emp.confidence, 'g')}, and the bound is lower than one look at the "
+                      "same trials certifies"
+                      + (f" (dpaudit run: audit id {same})" if same else "")
+                      + ". That is why it has an audit id, and report file names, of its own."))
     if result.attack.get("portfolio"):
         guide.append(("Portfolio", "several scores were fitted on part of the calibration trials and judged on "
                       "the rest; only the strongest certified, on trials none of them saw, so the choice costs "

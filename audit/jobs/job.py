@@ -150,7 +150,18 @@ class AuditJob:
 
     @property
     def audit_id(self) -> str:
-        """Hash of the description, the settings, every pair's datasets and the code fingerprint."""
+        """The id of this audit's result and reports: :attr:`draws_id`, and for a sequential audit a hash of it
+        and of its looks. A sequential audit certifies other figures from the same trials (each look pays for
+        itself: ``audit.statistics.sequential``), so it is another audit, with its own id and report names;
+        it reads and writes the same stored chunks as the audit without looks (:attr:`draws_id`)."""
+        if not self.sequential:
+            return self.draws_id
+        return hashlib.sha256(f"{self.draws_id}/sequential".encode()).hexdigest()[:16]
+
+    @property
+    def draws_id(self) -> str:
+        """Hash of the description, the settings, every pair's datasets and the code fingerprint: what is drawn,
+        and the key of the stored chunks (the id of the audit without looks)."""
         digest = hashlib.sha256()
         drawn = {} if self.calibration_chunk in (None, self.settings.chunk_size) else {
             "calibration_chunk": self.calibration_chunk}  # only where it changes what is drawn: other ids stay
