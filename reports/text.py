@@ -44,13 +44,18 @@ def typed(result: Result) -> AuditResult:
 
 _LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
 _MARKDOWN = re.compile(r"([\\`*_\[\]|#!~])")
+# where Markdown would read raw HTML or an entity: "<" opening a tag, comment or autolink, "&" opening an entity,
+# ">" opening a block quote; a backslash makes each a literal character (CommonMark 2.4), so "epsilon >= 2"
+# stays as written and no HTML entity is needed
+_HTML_START = re.compile(r"<(?=[A-Za-z/!?])|&(?=#|[A-Za-z0-9]+;)|^>")
 
 
 def md(value: Any) -> str:
-    """``value`` as inert Markdown on one line: no heading, link, image, emphasis, table cell or HTML."""
+    """``value`` as inert Markdown on one line: no heading, link, image, emphasis, table cell or HTML, and no
+    HTML entity (``>=`` is written as ``>=``)."""
     text = "n/a" if value is None else str(value)
-    text = _LINE_BREAKS.sub(" ", text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MARKDOWN.sub(r"\\\1", text)
+    text = _MARKDOWN.sub(r"\\\1", _LINE_BREAKS.sub(" ", text))
+    return _HTML_START.sub(lambda match: "\\" + match.group(0), text)
 
 
 def _number(value: Any) -> bool:
