@@ -315,7 +315,8 @@ def estimate_rows(result: Result) -> list[list[str]]:
 
 
 def portfolio_rows(result: Result) -> list[list[str]]:
-    """One row per candidate score of a portfolio: its calibration strength, and which one certified.
+    """One row per distinct test of a portfolio at a position: its calibration strength, the scores that gave
+    it (``projection = gaussian = logistic`` where they tie), and which one certified.
 
     A score that does not apply is listed once with its reason after the others, at the positions it
     does not apply to ("every position" when that is all of them), not once per position.
@@ -326,9 +327,17 @@ def portfolio_rows(result: Result) -> list[list[str]]:
     for c in candidates:
         if not c.get("applicable"):
             skipped.setdefault((str(c.get("name")), str(c.get("reason") or "")), []).append(c.get("index"))
-    rows = [["-" if c.get("index") is None else str(c.get("index")), str(c.get("name")), "yes",
-             _plain_num(c.get("epsilon"), ".4g"), _plain_num(c.get("mu"), ".4g"),
-             "certified" if c.get("chosen") else "", ""] for c in candidates if c.get("applicable")]
+    # scores that gave the same test (the same held-out figures at a position: on a one-dimensional output every
+    # score monotone in it orders the trials alike) are one row, naming every score that ties
+    tied: dict[tuple[Any, Any, Any], list[Mapping[str, Any]]] = {}
+    for c in candidates:
+        if c.get("applicable"):
+            tied.setdefault((c.get("index"), c.get("epsilon"), c.get("mu")), []).append(c)
+    rows = [["-" if index is None else str(index), " = ".join(str(c.get("name")) for c in group), "yes",
+             _plain_num(epsilon, ".4g"), _plain_num(mu, ".4g"),
+             ("certified (" + str(next(c.get("name") for c in group if c.get("chosen")))
+              + ")" if len(group) > 1 else "certified") if any(c.get("chosen") for c in group) else "", ""]
+            for (index, epsilon, mu), group in tied.items()]
     rows += [[_positions_text(where, positions), name, "no", "n/a", "n/a", "", reason]
              for (name, reason), where in skipped.items()]
     return rows

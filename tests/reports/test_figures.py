@@ -82,4 +82,22 @@ def test_a_score_that_does_not_apply_is_listed_once(documents):
         listed = [r for r in rows if r[1] == name and r[2] == "no"]
         assert len(listed) == 1 and listed[0][0] == "every position" and listed[0][6] == reason
     applicable = [c for c in candidates if c["applicable"]]
-    assert len([r for r in rows if r[2] == "yes"]) == len(applicable)
+    listed = [r for r in rows if r[2] == "yes"]
+    distinct = {(c["index"], c["epsilon"], c["mu"]) for c in applicable}
+    assert len(listed) == len(distinct) < len(applicable)  # one row per distinct test: ties are listed once
+    for c in applicable:  # every score that applies is named in its test's row, the certifying one in the verdict
+        row = next(r for r in listed if r[0] == str(c["index"]) and c["name"] in r[1].split(" = "))
+        assert row[3] == f"{c['epsilon']:.4g}" or c["epsilon"] is None, (row, c)
+        if c["chosen"]:
+            assert row[5].startswith("certified") and (c["name"] in row[5] or " = " not in row[1])
+
+
+def test_tests_that_differ_get_rows_of_their_own(documents):
+    _, three = documents
+    edited = copy.deepcopy(three)
+    first = next(c for c in edited["attack"]["portfolio"] if c["applicable"] and not c["chosen"])
+    first["epsilon"] = (first["epsilon"] or 0.0) + 0.5  # a score whose test differs from the others at its position
+    rows = [r for r in portfolio_rows(edited) if r[2] == "yes"]
+    assert [r for r in rows if r[1] == first["name"] and r[0] == str(first["index"])]
+    assert len(rows) == len([r for r in portfolio_rows(three) if r[2] == "yes"]) + 1
+
