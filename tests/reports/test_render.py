@@ -244,3 +244,20 @@ def test_killed_report_writing_never_leaves_a_truncated_file(document, tmp_path)
             assert path.read_text() == expected[path.name], path.name
             seen += 1
     assert seen >= 6  # the kills came after some files were complete
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o002])
+def test_reports_are_written_with_the_users_umask(document, tmp_path, mask):
+    """A report is readable like any other file the user writes (0o666 less the umask), not a private 0o600."""
+    from dpaudit.reports.render import write_all
+
+    source = tmp_path / "result.json"
+    source.write_text(json.dumps(document))
+    previous = os.umask(mask)
+    try:
+        paths = write_all(document, tmp_path)
+        assert main(["report", str(source), "--format", "md", "--out", str(tmp_path / "again.md")]) == 0
+    finally:
+        os.umask(previous)
+    for path in [*paths, tmp_path / "again.md"]:
+        assert path.stat().st_mode & 0o777 == 0o666 & ~mask, (path.name, oct(path.stat().st_mode))
