@@ -24,7 +24,14 @@ def test_list_json_names_every_mechanism(capsys):
 
 def test_list_text(capsys):
     assert main(["list"]) == 0
-    assert "pnsgd" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "pnsgd" in out
+    assert "(default None)" not in out and out.count("(default") > 50  # a default is shown when there is one
+    for line in out.splitlines():
+        assert line.count("default") <= 1 and line.count("(required)") <= 1, line  # said once a parameter
+    assert "beta of the quadratic or concave loss (default 1)\n" in out  # the doc's own default, once
+    assert "sigma        standard deviation of the Gaussian noise (default 1.0)" in out
+    assert "scale of the Laplace noise of each step (optional)" in out
 
 
 def test_bad_command_exits_2_with_one_line():
