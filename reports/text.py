@@ -19,11 +19,11 @@ from dpaudit.auditing.jobs.result import AuditResult, ClaimEntry, IndexResult, l
 from dpaudit.auditing.statistics.verdict import applicable_bounds
 from dpaudit.mechanisms.accounting.entry import REFERENCE_KINDS
 
-__all__ = ["BAND_WORDS", "CEILING_WORDS", "LOPSIDED", "band_sentences", "band_text", "claims_rows", "estimate_rows",
-           "gdp_sentence", "histogram_caption", "index_rows", "looks_text", "markdown", "md", "notable_sentences",
-           "num", "one_run_lines", "portfolio_rows", "reading_guide", "release_text", "reproduction_text",
-           "roc_caption", "shown_params", "strongest_row", "test_place", "theory_slack_sentence", "tightest_claim",
-           "typed", "verdict_sentence"]
+__all__ = ["BAND_WORDS", "CEILING_WORDS", "LOPSIDED", "THIN", "band_sentences", "band_text", "certifying_test",
+           "claims_rows", "estimate_rows", "gdp_sentence", "histogram_caption", "index_rows", "looks_text", "markdown",
+           "md", "notable_sentences", "num", "one_run_lines", "portfolio_rows", "reading_guide", "release_text",
+           "reproduction_text", "roc_caption", "shown_params", "strongest_row", "theory_slack_sentence",
+           "tightest_claim", "typed", "verdict_sentence"]
 
 Result = AuditResult | Mapping[str, Any]
 
@@ -35,7 +35,10 @@ CEILING_WORDS = ("what an ideal threshold audit (the best threshold for the scor
 #: What the band beside a ceiling is (docs/theory.md 3.4).
 BAND_WORDS = ("the 2.5% and 97.5% quantiles of what that ideal audit certifies when its counts vary by chance "
               "(binomial counts at the best threshold, 4000 seeded draws): 95% of ideal audits land inside it. "
-              "A certified bound above the band's top is notable.")
+              "A certified bound inside the band is as good as the ideal test at these trials; below the band's "
+              "bottom, this audit's test was weaker than the ideal one; above its top is notable. The band need "
+              "not be centred on the ceiling: where the test's rarer error is expected only a few times, luck "
+              "can lift an ideal audit's bound little but bad luck can drop it far.")
 
 
 def typed(result: Result) -> AuditResult:
@@ -267,8 +270,9 @@ def index_rows(result: Result) -> list[dict[str, str]]:
             "claim_epsilon": _plain_num(claim.epsilon) if claim else "n/a",
             "exact": _plain_num(exact),
             "ceiling": _plain_num(row.ceiling) + (" (simulated)" if row.ceiling_source else ""),
-            "ceiling_band": band_text(row.ceiling_band) + (" (certified bound above it)"
-                                                           if row.above_ceiling_band else ""),
+            "ceiling_band": band_text(row.ceiling_band) + (" (certified bound above it)" if row.above_ceiling_band
+                                                           else " (certified bound below it)"
+                                                           if row.below_ceiling_band else ""),
             "tightness": _plain_num(ratio, ".3g") if ratio is not None else "n/a",
             "verdict": str(row.verdict),
         })
@@ -306,6 +310,132 @@ def notable_sentences(result: Result) -> list[str]:
             f"the time. Check that the score law behind the ceiling describes this mechanism{simulated} "
             "before putting it down to chance.")
     return sentences
+
+
+#: A band is called lopsided when one side of it, measured from the ceiling, is this many times the other.
+LOPSIDED = 3.0
+
+
+def _positions(rows: Sequence[IndexResult]) -> str:
+    indices = [str(row.index) for row in rows if row.index is not None]
+    if not indices:
+        return ""
+    return f"at canary {'index' if len(indices) == 1 else 'indices'} {', '.join(indices)}, "
+
+
+def band_sentences(result: Result) -> list[str]:
+    """What the certified bound's place against the ceiling band means, for every position with a band: below
+    it (one sentence a position), inside it (one sentence for all), and why a lopsided band is lopsided (above
+    the band is :func:`notable_sentences`'s)."""
+    rows = [row for row in typed(result).per_index if row.ceiling_band is not None]
+    sentences = []
+    for row in rows:
+        if row.below_ceiling_band:
+            sentences.append(
+                f"Below the band: {_positions([row])}the certified bound "
+                f"{_plain_num(row.empirical.epsilon_lower_bound, '.3f')} lies below the ceiling band "
+                f"({band_text(row.ceiling_band)}); only 2.5% of ideal threshold audits at these trials certify "
+                "less, so chance in the counts hardly explains the gap: this audit's test is weaker than the ideal "
+                "one (a score that is not the likelihood ratio, or a threshold placed on few calibration trials). "
+                "More trials raise the ceiling and the bound together; a stronger score, or more calibration "
+                "trials, closes the gap.")
+    inside = [row for row in rows if not row.below_ceiling_band and not row.above_ceiling_band]
+    if inside:
+        where = _positions(inside)
+        sentences.append(
+            f"Inside the band: {where}the certified {'bound lies' if len(inside) == 1 else 'bounds lie'} "
+            "within what 95% of ideal threshold audits certify at these trials: the attack did what an ideal "
+            "test could, and more trials, not a better attack, would raise the bound.")
+    for row in rows:
+        low, high = row.ceiling_band
+        ceiling = row.ceiling
+        if not (_number(ceiling) and _number(low) and _number(high) and low <= ceiling <= high):
+            continue
+        under, over = ceiling - low, high - ceiling
+        if under > LOPSIDED * max(over, 0.0) and under > 0:
+            sentences.append(
+                f"Lopsided band: {_positions([row])}the band reaches {_plain_num(over, '.3g')} above the central "
+                f"ceiling {_plain_num(ceiling, '.3f')} and {_plain_num(under, '.3g')} below it. The ideal test's "
+                "rarer error is expected about once or less at these trials: its count cannot fall below zero, "
+                "so luck lifts the bound little, while one or two rare errors more than expected drop it far.")
+        elif over > LOPSIDED * max(under, 0.0) and over > 0:
+            sentences.append(
+                f"Lopsided band: {_positions([row])}the band reaches {_plain_num(over, '.3g')} above the central "
+                f"ceiling {_plain_num(ceiling, '.3f')} and {_plain_num(under, '.3g')} below it. The bound goes "
+                "as the logarithm of the rarer error's count, which is steep when that count is small: a few "
+                "rare errors fewer than expected lift the bound more than as many more drop it.")
+    return sentences
+
+
+def strongest_row(result: Result) -> IndexResult:
+    """The position whose bound the headline states."""
+    result = typed(result)
+    return next((r for r in result.per_index if r.index == result.empirical.index), result.per_index[0])
+
+
+def certifying_test(result: Result) -> dict[str, Any] | None:
+    """Where the certifying test of the strongest position sits: its threshold in score units, the side of it that
+    certifies, and its certified rates; ``None`` when the epsilon record does not say (a hedged family).
+
+    Keys: ``threshold`` (raw score), ``above`` (True when the test calls S' at or above the threshold, False
+    when at or below), ``far`` (True when the bound comes from the corner where the test fires on almost
+    every trial: it counts how rarely S' scores fall on the other side, ``log((1-delta-FPR)/FNR)``), and
+    ``fpr``, ``fnr``: the upper confidence bounds of the false-positive (S called S') and false-negative
+    (S' called S) rates."""
+    record = strongest_row(result).empirical.epsilon
+    keys = ("threshold", "orientation", "direction", "false_positive_rate_upper", "false_negative_rate_upper")
+    if not all(key in record for key in keys) or not all(_number(record[key]) for key in keys[:1] + keys[3:]):
+        return None
+    sign = 1.0 if record["orientation"] == "larger under S'" else -1.0
+    return {"threshold": sign * record["threshold"], "above": sign > 0,
+            "far": str(record["direction"]).startswith("log((1-delta-FPR)"),
+            "fpr": float(record["false_positive_rate_upper"]), "fnr": float(record["false_negative_rate_upper"])}
+
+
+def roc_caption(result: Result) -> str:
+    """The ROC figure's caption: where this audit's test sits on it (its threshold and certified rates)."""
+    place = certifying_test(result)
+    if place is None:
+        return ("The further above the dotted chance line, the stronger the test; the bound is certified where the "
+                "two error rates are most unequal.")
+    side = "at or above" if place["above"] else "at or below"
+    fires = (f"This audit's test calls S' when the score is {side} {_plain_num(place['threshold'], '.4g')}: it "
+             f"fires on at least {_plain_num(1 - place['fnr'], '.3g')} of the trials of S' and at most "
+             f"{_plain_num(place['fpr'], '.3g')} of those of S (certified rates, marked).")
+    if place["far"]:
+        return (f"{fires} It certifies in the direction log((1 - delta - FPR) / FNR), from its rarer error: how "
+                f"seldom S' lands on the other side (at most {_plain_num(place['fnr'], '.3g')}) against how often "
+                f"S does (at least {_plain_num(1 - place['fpr'], '.3g')}). The curve is "
+                "drawn from that side, the rate S' is called S against the rate S is: the further it rises above "
+                "the dotted chance line at the left, the larger the epsilon.")
+    return (f"{fires} It certifies in the direction log((1 - delta - FNR) / FPR), from its false-positive rate: "
+            "the further the curve lies above the dotted chance line at that rate, the larger the epsilon.")
+
+
+#: a share of trials below this is too small to see as a bar beside the other dataset's
+THIN = 0.05
+
+
+def histogram_caption(result: Result) -> str:
+    """The score histograms' caption: the threshold of this audit's test and which side of it certifies."""
+    place = certifying_test(result)
+    if place is None:
+        return ("Look at the tails: scores where few trials of S land but many of S' do (or the reverse) are what "
+                "certify epsilon.")
+    upper_tail = place["above"] != place["far"]  # the certifying region: where the test fires, or (far) does not
+    tail = "above" if upper_tail else "below"
+    if place["far"]:
+        many, few, rare = "S", "S'", place["fnr"]
+        counts = (f"at least {_plain_num(1 - place['fpr'], '.3g')} of the trials of S land there and at most "
+                  f"{_plain_num(place['fnr'], '.3g')} of those of S'")
+    else:
+        many, few, rare = "S'", "S", place["fpr"]
+        counts = (f"at least {_plain_num(1 - place['fnr'], '.3g')} of the trials of S' land there and at most "
+                  f"{_plain_num(place['fpr'], '.3g')} of those of S")
+    thin = (f" So few of the trials of {few} land there that their bars are hard to see beside those of {many}: "
+            "the bound rests on how few they are." if rare < THIN else "")
+    return (f"The dashed line is this audit's threshold ({_plain_num(place['threshold'], '.4g')}); it certifies "
+            f"from the scores {tail} it: {counts} (certified rates).{thin}")
 
 
 def estimate_rows(result: Result) -> list[list[str]]:
@@ -372,6 +502,7 @@ def markdown(result: Result) -> str:
     lines = [f"# {md(result.title)}", "", f"**Verdict: {md(result.verdict)}.** "
              + md(verdict_sentence(result)), ""]
     lines += [f"**{md(sentence)}**\n" for sentence in notable_sentences(result)]
+    lines += [f"{md(sentence)}\n" for sentence in band_sentences(result)]
     lines += ["> " + md(gdp_sentence(result)), "", "## How to read this report", ""]
     if result.one_run:
         lines[-2:-2] = one_run_lines(result)
