@@ -28,6 +28,7 @@ from dpaudit.reports.text import (
     roc_caption,
     shown_params,
     strongest_row,
+    theory_slack_sentence,
     typed,
     verdict_sentence,
 )
@@ -97,7 +98,7 @@ def html(result: Any) -> str:
         notable=notable_sentences(result), bands=band_sentences(result),
         release=release_text(result.mechanism.get("release_grid")), reproduction=reproduction_text(result),
         claims=claims_rows(result.claims, result.tightness, result.empirical.epsilon_lower_bound),
-        guide=reading_guide(result), params=shown_params(result.mechanism),
+        guide=reading_guide(result), params=shown_params(result.mechanism), theory_slack=theory_slack_sentence(result),
         index_columns=INDEX_COLUMNS, index_rows=index_rows(result),
         estimate_columns=ESTIMATE_COLUMNS, estimates=estimate_rows(result),
         portfolio_columns=PORTFOLIO_COLUMNS, portfolio=portfolio_rows(result))

@@ -230,18 +230,37 @@ def claims_rows(claims: Sequence[ClaimEntry], tightness: Mapping[str, Any],
     rows = []
     for claim in claims:
         ratio = tightness.get(claim.name)
+        reference = claim.kind in REFERENCE_KINDS and not claim.applicable and claim.epsilon is not None
         if ratio is None and claim.applicable and _number(certified) and _number(claim.epsilon) \
                 and claim.epsilon > 0:
             ratio = certified / claim.epsilon
         rows.append([
             str(claim.name), "all" if claim.index is None else str(claim.index), str(claim.relation),
-            "yes" if claim.applicable else "no",
-            _plain_num(claim.epsilon) if claim.applicable else "n/a",
+            "yes" if claim.applicable else ("no (reference)" if reference else "no"),
+            _plain_num(claim.epsilon) if claim.applicable or reference else "n/a",
             _plain_num(ratio, ".3g") if ratio is not None else "",
             _plain_num(claim.slack, ".3g") if claim.slack is not None else "",
-            str(claim.citation) if claim.applicable else f"not applicable: {claim.reason}",
+            str(claim.citation) if claim.applicable else (f"{claim.reason}; {claim.citation}" if reference
+                                                          else f"not applicable: {claim.reason}"),
         ])
     return rows
+
+
+def theory_slack_sentence(result: Result) -> str:
+    """The tightest valid claim, and how far it is from the exact value of the instance ("" without a claim)."""
+    slack = typed(result).theory_slack or {}
+    if not slack.get("tightest"):
+        return ""
+    ratio = slack.get("tightest_over_exact")
+    if _number(ratio) and format(ratio, ".3g") == "1":
+        exact = "; it equals the exact value of this instance to 3 digits (the claim is tight here)"
+    elif _number(ratio):
+        exact = f"; it is {_plain_num(ratio, '.3g')} times the exact value of this instance"
+    else:
+        exact = ""
+    return (f"Theory slack: the tightest valid claim is {slack['tightest']} "
+            f"(epsilon {_plain_num(slack.get('tightest_epsilon'))}){exact}; the slack column is each claim "
+            "divided by it.")
 
 
 def tightest_claim(row: IndexResult, relation: str | None) -> ClaimEntry | None:
@@ -524,13 +543,9 @@ def markdown(result: Result) -> str:
     lines += [f"## Claims{where}", ""]
     lines += _table(["claim", "index", "relation", "applicable", "epsilon", "tightness", "slack", "source"],
                     claims_rows(result.claims, result.tightness, result.empirical.epsilon_lower_bound))
-    slack = result.theory_slack or {}
-    if slack.get("tightest"):
-        exact = (f"; it is {num(slack['tightest_over_exact'], '.3g')} times the exact value of this instance"
-                 if slack.get("tightest_over_exact") else "")
-        lines += ["", f"Theory slack: the tightest valid claim is {md(slack['tightest'])} "
-                      f"(epsilon {num(slack.get('tightest_epsilon'))}){exact}; the slack column is each claim "
-                      "divided by it."]
+    slack = theory_slack_sentence(result)
+    if slack:
+        lines += ["", md(slack)]
     lines += ["", "## By canary index", ""]
     lines += _table([title for _, title in INDEX_COLUMNS],
                     [[row[key] for key, _ in INDEX_COLUMNS] for row in index_rows(result)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 
 import pytest
@@ -14,10 +15,12 @@ from dpaudit.reports.html import profile_caption
 from dpaudit.reports.plots import histograms, privacy_profile, roc
 from dpaudit.reports.text import (
     band_sentences,
+    claims_rows,
     histogram_caption,
     portfolio_rows,
     roc_caption,
     certifying_test,
+    theory_slack_sentence,
 )
 from tests.helpers import run_documents
 
@@ -200,3 +203,30 @@ def test_the_profile_marks_the_certified_point_and_the_histogram_the_threshold(d
     assert "certified: epsilon" not in privacy_profile(edited)  # nothing certified: no point to mark
     assert "star" not in profile_caption(edited)  # ... and a caption that names none
 
+
+def test_theory_slack_never_says_one_times(documents):
+    one, three = documents
+    sentence = theory_slack_sentence(three)
+    assert three["theory_slack"]["tightest_over_exact"] == pytest.approx(1, abs=5e-4)
+    assert "equals the exact value of this instance" in sentence and "1 times" not in sentence
+    assert "1 times" not in render(three, "md") and "1 times" not in render(three, "html")
+    ratio = one["theory_slack"]["tightest_over_exact"]
+    assert f"it is {ratio:.3g} times the exact value" in theory_slack_sentence(one)
+
+
+def test_a_reference_is_listed_as_one_with_its_value_and_never_as_applicable():
+    from dpaudit.mechanisms.accounting.entry import REFERENCE_KINDS, ClaimEntry
+
+    reference = ClaimEntry(name="last-iterate-surrogate", citation="docs/theory.md 6", relation="add-remove",
+                           kind="reference", applicable=False, reason=REFERENCE_KINDS["reference"], index=None,
+                           epsilon=0.958, delta=1e-5)
+    unmet = dataclasses.replace(reference, name="bounded-domain-rdp", kind="upper-bound", epsilon=None,
+                                reason="K is unbounded (domain='whole')")
+    bound = dataclasses.replace(reference, name="sgm-pld", kind="upper-bound", applicable=True, reason="",
+                                epsilon=1.243)
+    rows = {row[0]: row for row in claims_rows([reference, unmet, bound], {}, 0.5)}
+    assert rows["last-iterate-surrogate"][3:6] == ["no (reference)", "0.958", ""]  # its value, no tightness
+    assert rows["last-iterate-surrogate"][7] == "a reference, not a bound; docs/theory.md 6"
+    assert rows["bounded-domain-rdp"][3:5] == ["no", "n/a"]
+    assert rows["bounded-domain-rdp"][7] == "not applicable: K is unbounded (domain='whole')"
+    assert rows["sgm-pld"][3:6] == ["yes", "1.243", f"{0.5 / 1.243:.3g}"]
