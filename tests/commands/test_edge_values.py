@@ -130,3 +130,41 @@ def test_every_mechanism_refuses_or_accepts_edge_values(name, key, integral):
             make_job(mech, trials=BASE_TRIALS)
         except ParameterError as error:
             assert key in str(error), (value, str(error))
+
+
+#: small instances of the registered mechanisms (any other registered name is audited with its defaults)
+SMALL = {"dp-sgd": {"n": 10, "batch_size": 2, "steps": 5}, "dp-lssgd": {"n": 10, "batch_size": 2, "steps": 5},
+         "pnsgd": {"n": 5}, "multi-epoch-pnsgd": {"n": 5, "epochs": 2}, "projected-kernel": {"n": 5},
+         "shuffled-rr": {"n": 10}, "model": {"model": "softmax", "data": "iris", "steps": 2, "batch_size": 8}}
+
+
+@pytest.mark.parametrize("name", sorted(mechanisms.registered()))
+def test_delta_zero_on_every_mechanism_gives_a_result_or_one_line(name, tmp_path, capsys, sampled):
+    """delta = 0 is a valid setting: every mechanism's audit at delta 0 gives a result, its claims that need
+    delta > 0 listed as not applicable with the reason, through dpaudit.audit and dpaudit run alike."""
+    from dpaudit.mechanisms.accounting.entry import NEEDS_POSITIVE_DELTA
+
+    params = SMALL.get(name, {})
+    if name == "model":
+        pytest.importorskip("sklearn")
+    result = dpaudit.audit(dpaudit.make(name, **params), delta=0.0, trials=BASE_TRIALS)
+    assert sampled and math.isfinite(result.epsilon_lower_bound) and result.empirical.delta == 0.0
+    for claim in result.claims:
+        assert claim.applicable or claim.reason, claim
+        assert not claim.applicable or (claim.epsilon is not None and math.isfinite(claim.epsilon)), claim
+    needs = [claim for claim in result.claims if claim.reason == NEEDS_POSITIVE_DELTA]
+    assert all(not claim.applicable and claim.epsilon is None for claim in needs)
+    relation = result.canary["relation"]  # the verdict compares the claims of the canary's relation only
+    if any(c.relation == relation for c in needs) and not any(c.is_bound and c.relation == relation
+                                                              for c in result.claims):
+        assert result.verdict == "inconclusive", result.verdict
+        assert "need" in result.verdict_reason and "delta > 0" in result.verdict_reason, result.verdict_reason
+    config = tmp_path / "zero.toml"
+    keys = "".join(f"{k} = {repr(v) if isinstance(v, str) else _toml(v)}\n" for k, v in params.items())
+    config.write_text(f'[mechanism]\nname = "{name}"\n{keys}[audit]\ndelta = 0\ntrials = {BASE_TRIALS}\n')
+    code = main(["run", str(config), "--store", str(tmp_path / "s.sqlite"), "--workers", "1", "--quiet", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["empirical"]["delta"] == 0 and document["empirical"]["epsilon_lower_bound"] >= 0
+    assert document["empirical"]["epsilon_lower_bound"] == pytest.approx(result.epsilon_lower_bound)
