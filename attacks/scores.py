@@ -158,7 +158,8 @@ _BUILTINS = (
 _REGISTRY: dict[str, Score] = {score.name: score for score in _BUILTINS}
 #: Modules of the package that define more scores (each calls :func:`register_score` once per score);
 #: imported on the registry's first use, so importing this module registers nothing elsewhere.
-SCORE_MODULES: tuple[str, ...] = ("dpaudit.attacks.steps", "dpaudit.attacks.discrete", "dpaudit.attacks.medians")
+SCORE_MODULES: tuple[str, ...] = ("dpaudit.attacks.steps", "dpaudit.attacks.discrete", "dpaudit.attacks.medians",
+                                 "dpaudit.attacks.scale")
 _loaded = False
 
 

@@ -84,11 +84,16 @@ def _cases(trials: int) -> dict:
     try:
         import opacus  # noqa: F401
 
+        from dpaudit.auditing.checks.zoo.dpsgd import mean_output, zero_linear
         from dpaudit.mechanisms.adapters import from_opacus
 
-        one, two = from_opacus(n=20, batch_size=5), from_opacus(n=20, batch_size=5, workers=2)
+        def training(workers):  # the 200-parameter linear model of opacus issue 571 on 12 records, batch 4
+            return from_opacus(zero_linear(200), records=np.zeros((12, 1)), batch_size=4, noise_multiplier=1.0,
+                               criterion=mean_output, workers=workers)
+
+        one, two = training(1), training(2)
         data = one.neighbours()[0]
-        cases["opacus make_private (4 steps)"] = {
+        cases["opacus make_private (3 steps, 200 parameters)"] = {
             "adapter": lambda t, m=one: m.sample(data, trials=t, seed=0),
             "adapter_2_workers": lambda t, m=two: m.sample(data, trials=t, seed=0),
             "trials": max(trials // 500, 20)}

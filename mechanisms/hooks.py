@@ -168,3 +168,9 @@ class AuditHooks:
         """The interval the records of a user function or library adapter may take (``None``: undeclared);
         the neighbour search draws its candidate pairs from it."""
         return None
+
+    def assumptions(self) -> list[dict[str, Any]] | None:
+        """The assumptions a library's accountant makes, each checked against the code as configured (``None``,
+        the default: the mechanism states none). Each is a dict of ``name``, ``assumed``, ``holds`` (bool) and
+        ``detail``; results and reports print them beside the claim (the conformance section)."""
+        return None

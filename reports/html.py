@@ -16,6 +16,7 @@ from dpaudit.reports.text import (
     _plain_num,
     band_sentences,
     claims_rows,
+    conformance_rows,
     estimate_rows,
     gdp_sentence,
     histogram_caption,
@@ -101,4 +102,5 @@ def html(result: Any) -> str:
         guide=reading_guide(result), params=shown_params(result.mechanism), theory_slack=theory_slack_sentence(result),
         index_columns=INDEX_COLUMNS, index_rows=index_rows(result),
         estimate_columns=ESTIMATE_COLUMNS, estimates=estimate_rows(result),
-        portfolio_columns=PORTFOLIO_COLUMNS, portfolio=portfolio_rows(result))
+        portfolio_columns=PORTFOLIO_COLUMNS, portfolio=portfolio_rows(result),
+        conformance=conformance_rows(result))

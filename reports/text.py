@@ -20,10 +20,10 @@ from dpaudit.auditing.statistics.verdict import applicable_bounds
 from dpaudit.mechanisms.accounting.entry import REFERENCE_KINDS
 
 __all__ = ["BAND_WORDS", "CEILING_WORDS", "LOPSIDED", "THIN", "band_sentences", "band_text", "certifying_test",
-           "claims_rows", "estimate_rows", "gdp_sentence", "histogram_caption", "index_rows", "looks_text", "markdown",
-           "md", "notable_sentences", "num", "one_run_lines", "portfolio_rows", "reading_guide", "release_text",
-           "reproduction_text", "roc_caption", "shown_params", "strongest_row", "theory_slack_sentence",
-           "tightest_claim", "typed", "verdict_sentence"]
+           "claims_rows", "conformance_lines", "conformance_rows", "estimate_rows", "gdp_sentence",
+           "histogram_caption", "index_rows", "looks_text", "markdown", "md", "notable_sentences", "num",
+           "one_run_lines", "portfolio_rows", "reading_guide", "release_text", "reproduction_text", "roc_caption",
+           "shown_params", "strongest_row", "theory_slack_sentence", "tightest_claim", "typed", "verdict_sentence"]
 
 Result = AuditResult | Mapping[str, Any]
 
@@ -142,6 +142,26 @@ def one_run_lines(result: AuditResult) -> list[str]:
     lines = ["## One-run audit", "", md(record.get("statement")), "", "Assumptions:", ""]
     lines += [f"- {md(item)}" for item in record.get("assumptions") or ()]
     return lines + [""]
+
+
+def conformance_rows(result: AuditResult) -> list[list[str]]:
+    """``[assumption, what the accountant assumes, holds, what the code does]`` of a library run's conformance."""
+    return [[str(item.get("name")), str(item.get("assumed")), "yes" if item.get("holds") else "no",
+             str(item.get("detail"))] for item in result.conformance.get("assumptions") or ()]
+
+
+def conformance_lines(result: AuditResult) -> list[str]:
+    """The conformance section of the Markdown report (``result.conformance``; the HTML prints the same)."""
+    record = result.conformance
+    claimed = record.get("claimed_epsilon")
+    lines = ["## Conformance", "", f"- library: {md(record.get('library'))}",
+             f"- relation audited: {md(record.get('relation'))}",
+             f"- claimed by the library's accountant: {'none for this relation' if claimed is None else num(claimed)}",
+             f"- certified: {num(record.get('certified_epsilon'))} ({md(record.get('verdict'))})",
+             f"- the evidence points at: {md(', '.join(record.get('points_at') or ()) or 'no assumption')}", "",
+             md(record.get("statement")), ""]
+    return lines + _table(["assumption", "the accountant assumes", "holds", "the code"], conformance_rows(result)) \
+        + [""]
 
 
 def reading_guide(result: Result) -> list[tuple[str, str]]:
@@ -525,6 +545,8 @@ def markdown(result: Result) -> str:
     lines += ["> " + md(gdp_sentence(result)), "", "## How to read this report", ""]
     if result.one_run:
         lines[-2:-2] = one_run_lines(result)
+    if result.conformance:
+        lines[-2:-2] = conformance_lines(result)
     lines += [f"- **{md(term)}**: {md(text)}" for term, text in reading_guide(result)]
     params = ", ".join(f"{md(k)} = {md(v)}" for k, v in shown_params(mech).items())
     indices = canary.get("indices") or []

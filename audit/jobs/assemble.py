@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpaudit.attacks.canaries import CanaryPair
+from dpaudit.auditing.jobs.conformance import conformance
 from dpaudit.auditing.jobs.fingerprint import code_version
 from dpaudit.auditing.jobs.job import AuditJob
 from dpaudit.auditing.jobs.result import AuditResult, ClaimEntry, Empirical, IndexResult
@@ -189,4 +190,6 @@ def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str
         config_source=job.source, empirical=empirical, claims=top.claims, per_index=per_index, verdict=verdict,
         verdict_reason=(top.verdict_reason if verdict != "violation" else "violated claims: " + ", ".join(violations)),
         violations=tuple(violations), tightness=top.tightness, timings=timings, store=store,
-        theory_slack=top.theory_slack, sequential=sequential or {})
+        theory_slack=top.theory_slack, sequential=sequential or {},
+        conformance=conformance(job.mechanism, str(first.relation), top.claims, top.empirical.epsilon_lower_bound,
+                                verdict))

@@ -71,9 +71,14 @@ def _function_bytes(fn: Any) -> bytes:
     fn = getattr(fn, "__wrapped__", fn)  # a factory named in a config (mechanisms.models.user_model)
     target = getattr(fn, "__func__", fn)
     code = getattr(target, "__code__", None)
-    if code is None:  # a callable object: its class's __call__
-        call = getattr(type(fn), "__call__", None)
-        return repr(type(fn)).encode() + (_function_bytes(call) if call is not None else b"")
+    if code is None:
+        if isinstance(fn, functools.partial):  # the function and the arguments it is bound to
+            return b"\0".join([_function_bytes(fn.func), repr(fn.args).encode(), repr(sorted(fn.keywords.items())).encode()])
+        if isinstance(fn, type):  # a class (a model's): the source of its module
+            return repr(fn).encode() + _module_source(fn.__module__)
+        call = getattr(type(fn), "__call__", None)  # a callable object: its class's __call__, where it has code
+        has_code = getattr(getattr(call, "__func__", call), "__code__", None) is not None
+        return repr(type(fn)).encode() + (_function_bytes(call) if has_code else b"")
     parts = [_code_bytes(code, set()), _module_source(getattr(target, "__module__", "") or "")]
     for cell in getattr(target, "__closure__", None) or ():
         try:

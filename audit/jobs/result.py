@@ -219,6 +219,10 @@ class AuditResult:
     #: A one-run audit's design record (``audit.jobs.one_run_result``): canaries, runs, the certified statement and
     #: its assumptions in the words every report prints; empty for an audit of many trainings.
     one_run: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: A library run's conformance (``audit.jobs.conformance``): the relation, the engine's claim, the certified
+    #: bound, its accountant's assumptions checked against the code and the ones the evidence points at; empty
+    #: for mechanisms that state no assumptions.
+    conformance: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def epsilon_lower_bound(self) -> float:
@@ -239,6 +243,7 @@ class AuditResult:
             "theory_slack": _plain(self.theory_slack),
             **({"sequential": _plain(self.sequential)} if self.sequential else {}),
             **({"one_run": _plain(self.one_run)} if self.one_run else {}),
+            **({"conformance": _plain(self.conformance)} if self.conformance else {}),
         }
 
     @classmethod
@@ -265,7 +270,8 @@ class AuditResult:
                 timings=document["timings"], store=document.get("store"), schema_version=version,
                 theory_slack=dict(document.get("theory_slack") or {}),
                 sequential=dict(document.get("sequential") or {}),
-                one_run=dict(document.get("one_run") or {}))
+                one_run=dict(document.get("one_run") or {}),
+                conformance=dict(document.get("conformance") or {}))
         except (KeyError, TypeError) as exc:
             raise ResultError(f"not a complete dpaudit result (missing or malformed {exc})") from None
 

@@ -40,6 +40,8 @@ ALGORITHMS = ("dp-sgd", "dp-lssgd", "pnsgd")
 #: the cross-entropy's curvature in the logits is at most 1/4 (logistic) or 1/2 (softmax), times |(x, 1)|^2 <= 2.
 CONVEX_CONSTANTS = {"logistic": (math.sqrt(2.0), 0.5), "softmax": (2.0, 1.0)}
 SAMPLINGS = ("poisson", "without-replacement", "shuffle", "shuffle-once")
+#: records on which the layers of a model with its own ``forward`` are checked (``grad_sample.traced``)
+CHECK_RECORDS = 4
 
 
 @register
@@ -173,8 +175,8 @@ class ModelTraining(Mechanism):
 
     @functools.cached_property
     def _template(self) -> torch.nn.Module:
-        torch_dtype = torch.float64 if self.dtype == "float64" else torch.float32
-        return build_model(self.model, self.record_dim - 1, self.classes, self.hidden, self.init_seed, torch_dtype)
+        return build_model(self.model, self.record_dim - 1, self.classes, self.hidden, self.init_seed,
+                           self._template_dtype)
 
     @property
     def tile_trials(self) -> int:
@@ -182,13 +184,24 @@ class ModelTraining(Mechanism):
         sized to its free memory (``device.device_block``)."""
         return 1 << 16 if self.device == "cuda" else 1024
 
+    def _stacked(self, device: str = "cpu") -> Stacked:
+        """The template stacked over trials; a model with its own ``forward`` has its layers checked on the
+        first records of the mechanism's own data (the same on both sides of a pair)."""
+        examples = torch.as_tensor(np.array(self.records[:CHECK_RECORDS, :-1]), dtype=self._template_dtype)
+        return Stacked(self._template, device=device, examples=examples)
+
+    @property
+    def _template_dtype(self) -> torch.dtype:
+        return torch.float64 if self.dtype == "float64" else torch.float32
+
     @property
     def gradient_paths(self) -> list[str]:
         """How each layer's per-example gradients are found: a closed form, parameter-free, or ``torch.func``
-        (and why), one line per layer; a model that is not a sequence of layers is one line."""
+        (and why), one line per layer (a model with its own ``forward``: per layer it calls, found from the
+        modules it holds); a model whose layers cannot be followed is one line, with the reason."""
         if isinstance(self._template, torch.nn.Linear):
             return [f"{type(self._template).__name__}: closed form (linear model)"]
-        return Stacked(self._template).plan.describe()
+        return self._stacked().plan.describe()
 
     @property
     def parameter_count(self) -> int:
@@ -221,7 +234,7 @@ class ModelTraining(Mechanism):
 
     def clipped_record_gradients(self, data: Dataset) -> np.ndarray:
         """Each record's per-example gradient at the initial parameters, clipped to norm ``clip``."""
-        stacked = Stacked(self._template)
+        stacked = self._stacked()
         records = torch.as_tensor(np.array(data.records), dtype=stacked.flat.dtype)
         gradients = per_example_gradients(stacked, stacked.flat, records[:, :-1].unsqueeze(0),
                                           records[:, -1].unsqueeze(0))[0].double().numpy()
@@ -277,7 +290,7 @@ class ModelTraining(Mechanism):
             features[0] = 1.0
         features /= np.linalg.norm(features)
         record_a, record_b = np.append(features, 1.0), np.append(features, 0.0)
-        stacked = Stacked(self._template)
+        stacked = self._stacked()
         inputs = torch.as_tensor(np.stack([features, features]), dtype=stacked.flat.dtype).unsqueeze(1)
         labels = torch.tensor([[1.0], [0.0]], dtype=stacked.flat.dtype)
         gradients = per_example_gradients(stacked, stacked.flat.expand(2, -1), inputs, labels)[:, 0]
@@ -290,7 +303,7 @@ class ModelTraining(Mechanism):
         # torch.func loads torch's compiler stack (seconds): only the record scores need it
         from torch.func import functional_call, vmap
 
-        stacked = Stacked(self._template)
+        stacked = self._stacked()
         theta = torch.as_tensor(outputs[:, -self.parameter_count:], dtype=stacked.flat.dtype)  # the last iterate
         x = torch.as_tensor(record[:-1], dtype=theta.dtype).unsqueeze(0)
         label = int(record[-1])
@@ -356,7 +369,7 @@ class ModelTraining(Mechanism):
         return PNSGD(**params).privacy_description, ""
 
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator, dtype: torch.dtype) -> torch.Tensor:
-        stacked = Stacked(self._template, device=self.device)  # built in the mechanism's dtype, copied by Stacked
+        stacked = self._stacked(self.device)  # built in the mechanism's dtype, copied by Stacked
         records = torch.as_tensor(data.records, dtype=dtype, device=self.device)
         injected = {position - 1: torch.as_tensor(vector, dtype=dtype, device=self.device)
                     for position, vector in data.injected.items()}

@@ -3,9 +3,9 @@
 A model is a ``torch.nn.Module`` made by a factory ``factory(features,
 classes)``; its parameters are stacked over trials
 (``torch.func.stack_module_state``), and the gradient of every example's
-loss for every trial comes from ``vmap(vmap(grad(...)))`` over
-``torch.func.functional_call``: one batched computation, no Python loop over
-trials or examples.
+loss for every trial comes layer by layer from ``grad_sample`` (its plan),
+or from ``vmap(vmap(grad(...)))`` over ``torch.func.functional_call``:
+either way one batched computation, no Python loop over trials or examples.
 
 References
 ----------
@@ -15,6 +15,7 @@ PyTorch, ``torch.func`` (per-sample gradients and model ensembling).
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 
 import torch
@@ -22,7 +23,7 @@ from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
 from dpaudit.core.errors import ParameterError
-from dpaudit.mechanisms.models.grad_sample import plan_layers
+from dpaudit.mechanisms.models.grad_sample import LayerPlan, plan_model
 
 __all__ = ["MODELS", "Stacked", "build_model", "per_example_gradients"]
 
@@ -85,9 +86,14 @@ def _loss(output: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
 
 
 class Stacked:
-    """A model's parameters stacked over trials, flattened to one vector per trial on demand."""
+    """A model's parameters stacked over trials, flattened to one vector per trial on demand.
 
-    def __init__(self, model: nn.Module, device: str = "cpu") -> None:
+    ``examples``: a few records' features ``(k, ...)``, on which the layers of a model with a forward
+    pass of its own are checked against ``torch.func`` before its plan is used (``grad_sample.traced``);
+    without them such a model goes through ``torch.func`` as a whole.
+    """
+
+    def __init__(self, model: nn.Module, device: str = "cpu", examples: torch.Tensor | None = None) -> None:
         params, buffers = stack_module_state([model])
         self.device = torch.device(device)
         self.names = list(params)
@@ -96,8 +102,13 @@ class Stacked:
         self.flat = torch.cat([params[name].reshape(1, -1) for name in self.names], dim=1).detach().to(self.device)
         self.buffers = {name: value[0].to(self.device) for name, value in buffers.items()}
         self.linear = isinstance(model, nn.Linear)
-        self.plan = plan_layers(model, self.names, self.device)  # the path of each layer's per-example gradients
         self.model = copy.deepcopy(model).to("meta")  # the skeleton functional_call fills in (model untouched)
+        self._source, self._examples = model, examples
+
+    @functools.cached_property
+    def plan(self) -> LayerPlan:
+        """The path of each layer's per-example gradients (built on first use: a traced model is checked)."""
+        return plan_model(self._source, self.names, self.device, self._examples)
 
     @property
     def size(self) -> int:
@@ -131,7 +142,8 @@ def per_example_gradients(stacked: Stacked, flat: torch.Tensor, inputs: torch.Te
 
     ``inputs`` is ``(trials, batch, features)`` and ``labels`` ``(trials, batch)``: each trial has its own
     batch. A plain ``nn.Linear`` (logistic and softmax regression) has its gradients in closed form; a
-    sequence of layers has them layer by layer (``grad_sample``: closed forms where the registry has one,
+    model with a plan (a sequence of layers, or a module with its own ``forward`` whose layers passed the
+    plan's check) has them layer by layer (``grad_sample``: closed forms where the registry has one,
     ``torch.func`` for the other layers); any other model, and ``closed_form=False``, goes through
     ``torch.func`` as a whole (``vmap`` over trials of ``vmap`` over examples of ``grad`` of
     ``functional_call``). Tests compare the paths.

@@ -60,6 +60,16 @@ CASES = {
                                      nn.AdaptiveAvgPool1d(2), nn.Flatten(), nn.Linear(6, 3)), 16, None),
     "conv1d-same": (lambda: nn.Sequential(nn.Unflatten(1, (2, 8)), nn.Conv1d(2, 3, 5, padding="same"),
                                           nn.Softplus(), nn.Flatten(), nn.Linear(24, 3)), 16, None),
+    # average pooling by a product on tiled small planes (rows and columns past the last window dropped), else
+    # torch's kernel (overlapping or padded windows)
+    "avg-pool-tiled": (lambda: nn.Sequential(nn.Unflatten(1, (2, 7, 7)), nn.Conv2d(2, 3, 3, padding=1), nn.Tanh(),
+                                             nn.AvgPool2d((2, 3), divisor_override=5), nn.Flatten(),
+                                             nn.Linear(18, 3)), 98, None),
+    "avg-pool-1d": (lambda: nn.Sequential(nn.Unflatten(1, (2, 9)), nn.Conv1d(2, 2, 2), nn.AvgPool1d(3),
+                                          nn.Flatten(), nn.Linear(4, 3)), 18, None),
+    "avg-pool-overlapping": (lambda: nn.Sequential(nn.Unflatten(1, (1, 5, 5)), nn.Conv2d(1, 2, 3, padding=1),
+                                                   nn.AvgPool2d(3, stride=1, padding=1), nn.Flatten(),
+                                                   nn.Linear(50, 3)), 25, None),
     "embedding": (lambda: nn.Sequential(nn.Embedding(7, 3, padding_idx=0), nn.Flatten(), nn.Linear(15, 3)), 5, 7),
     "embedding-ghost": (lambda: nn.Sequential(nn.Embedding(50, 4), nn.Flatten(), nn.Linear(8, 3)), 2, 50),
     "layer-norm": (lambda: nn.Sequential(nn.Linear(6, 5), nn.LayerNorm(5), nn.Linear(5, 3)), 6, None),
@@ -135,11 +145,11 @@ def test_a_layer_without_a_rule_falls_back_to_torch_func_and_says_so(case, reaso
     assert any(line.startswith(reason) for line in stacked.plan.describe()), stacked.plan.describe()
 
 
-def test_a_model_with_its_own_forward_goes_through_torch_func_as_a_whole():
+def test_a_model_with_its_own_forward_and_no_records_to_check_on_goes_through_torch_func_as_a_whole():
     model, stacked, theta, inputs, labels, _ = _problem("own-forward")
     assert not stacked.plan.layered
-    assert stacked.plan.describe() == ["whole model: torch.func (OwnForward has a forward pass of its own, not a "
-                                       "sequence of layers)"]
+    assert stacked.plan.describe() == ["whole model: torch.func (OwnForward has a forward pass of its own and no "
+                                       "records were given to check its layers on)"]
     from dpaudit.mechanisms.models.networks import per_example_gradients
 
     torch.testing.assert_close(per_example_gradients(stacked, theta, inputs, labels),
@@ -178,3 +188,26 @@ def test_dp_sgd_on_layers_equals_dp_sgd_through_torch_func():
 def test_plan_of_a_single_layer_model():
     plan = plan_layers(nn.Linear(3, 2), ["weight", "bias"])
     assert plan.layered and plan.describe() == ["0 Linear: closed form"]
+
+
+@pytest.mark.parametrize("layer, plane, product", [
+    (nn.AvgPool2d((2, 3), divisor_override=5), (7, 7), True),  # rows and columns past the last window dropped
+    (nn.AvgPool1d(3), (8,), True),
+    (nn.AvgPool2d(3, stride=1, padding=1), (5, 5), False),  # overlapping, padded windows: torch's kernel
+    (nn.AvgPool2d(2, ceil_mode=True), (5, 5), False),
+    (nn.AvgPool2d(2), (20, 20), False)])  # 100 windows: more than MAX_WINDOWS, torch's kernel
+def test_average_pooling_of_small_tiled_planes_is_a_product_equal_to_torchs_kernel(layer, plane, product):
+    from dpaudit.mechanisms.models.grad_sample.pooling import _tiles
+    from dpaudit.mechanisms.models.grad_sample.registry import RULES
+
+    rule = RULES[type(layer)]
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 2, *plane, generator=generator, dtype=torch.float64, requires_grad=True)
+    assert (_tiles(layer, x.shape) is not None) == product
+    out, _ = rule.forward(layer, {}, x)
+    expected = layer(x.reshape(6, 2, *plane))
+    torch.testing.assert_close(out, expected.reshape(out.shape), rtol=1e-12, atol=1e-12)
+    weights = torch.randn(out.shape, generator=generator, dtype=torch.float64)
+    (found,) = torch.autograd.grad((out * weights).sum(), x)
+    (reference,) = torch.autograd.grad((expected * weights.reshape(expected.shape)).sum(), x)
+    torch.testing.assert_close(found, reference, rtol=1e-12, atol=1e-12)

@@ -32,8 +32,8 @@ SEEDS = 20
 TRIALS = 2_000
 BETA = 0.05
 # every DP-SGD iterate released: the scores that read the steps, the projection and the bit patterns
-# (the fitted logistic and mlp scores are covered by the other families)
-WHITE_BOX = ["projection", "float-bits", "exact", "step-max", "step-mixture"]
+# (the fitted logistic and mlp scores are covered by the other families; scale reads the steps' spreads)
+WHITE_BOX = ["projection", "float-bits", "exact", "step-max", "step-mixture", "scale"]
 
 
 def _family(name: str):
@@ -75,7 +75,7 @@ def _family(name: str):
     else:
         mech = dpaudit.make("shuffled-rr", n=20, epsilon0=2.0)
         pair = CanarySpec(kind="input").build(mech, None)
-        return pair, shuffled_rr_epsilon(DELTA, n=20, epsilon0=2.0, ones=0), every
+        return pair, shuffled_rr_epsilon(DELTA, n=20, epsilon0=2.0, ones=0), every + ["scale"]
     truth = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, DELTA)
     return pair, truth, every + ["exact"]
 

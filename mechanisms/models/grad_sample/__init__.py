@@ -1,10 +1,11 @@
 """Per-example gradients of a model's layers in closed form, batched over trials as well as examples.
 
 One module per layer kind (``linear``, ``conv``, ``embedding``,
-``layer_norm``, ``group_norm``, ``parameter_free``), each registering a
+``layer_norm``, ``group_norm``, ``pooling``, ``parameter_free``), each registering a
 :class:`~registry.LayerRule` for its ``torch.nn`` types; ``fallback`` is
 ``torch.func`` for any other layer, and ``plan`` turns a model into its
-layers with the path each one takes.
+layers with the path each one takes; ``traced`` does the same for a model
+whose ``forward`` is its own code, from the layers it calls.
 
 Which way to clip
 -----------------
@@ -25,9 +26,19 @@ learners", sec. 4; Bu et al. 2022 (mixed ghost clipping); Opacus,
 ``opacus/grad_sample/``.
 """
 
-from dpaudit.mechanisms.models.grad_sample import conv, embedding, group_norm, layer_norm, linear, parameter_free
+from dpaudit.mechanisms.models.grad_sample import (
+                                                   conv,
+                                                   embedding,
+                                                   group_norm,
+                                                   layer_norm,
+                                                   linear,
+                                                   parameter_free,
+                                                   pooling,
+)
 from dpaudit.mechanisms.models.grad_sample.plan import LayerPlan, plan_layers, summed_losses
 from dpaudit.mechanisms.models.grad_sample.registry import RULES, ClipParts, LayerRule, register_rule, rule_for
+from dpaudit.mechanisms.models.grad_sample.traced import ModulePlan, module_plan, plan_model
 
-__all__ = ["ClipParts", "LayerPlan", "LayerRule", "RULES", "conv", "embedding", "group_norm", "layer_norm", "linear",
-           "parameter_free", "plan_layers", "register_rule", "rule_for", "summed_losses"]
+__all__ = ["ClipParts", "LayerPlan", "LayerRule", "ModulePlan", "RULES", "conv", "embedding", "group_norm",
+           "layer_norm", "linear", "module_plan", "parameter_free", "plan_layers", "plan_model", "pooling",
+           "register_rule", "rule_for", "summed_losses"]

@@ -52,20 +52,26 @@ class LinearRule(LayerRule):
         outputs = backprops.reshape(trials, batch, positions, -1)  # (T, B, L, O)
         if positions * positions > width * outputs.shape[-1]:  # a gradient is smaller than the Gram matrices
             return ClipParts.from_gradients(self.gradients(layer, saved, backprops))
-        if positions == 1:
-            squared = outputs[:, :, 0].square().sum(dim=-1) * inputs[:, :, 0].square().sum(dim=-1)
+        if positions == 1:  # |b a^T|^2 = |b|^2 |a|^2 (vector_norm: one pass over each, faster than square().sum())
+            squared = (torch.linalg.vector_norm(outputs[:, :, 0], dim=-1)
+                       * torch.linalg.vector_norm(inputs[:, :, 0], dim=-1)).square()
         else:  # |sum_l b_l a_l^T|^2 = sum_{l, l'} (a_l . a_l') (b_l . b_l')
             squared = (inputs @ inputs.transpose(-1, -2) * (outputs @ outputs.transpose(-1, -2))).sum(dim=(-1, -2))
         if layer.bias is not None:
-            summed = outputs.sum(dim=2)
-            squared = squared + summed.square().sum(dim=-1)
+            summed = outputs.sum(dim=2) if positions > 1 else outputs[:, :, 0]
+            squared = squared + torch.linalg.vector_norm(summed, dim=-1).square()
 
         def weighted_sum(weights: torch.Tensor) -> dict[str, torch.Tensor]:
-            scaled = outputs * weights[:, :, None, None]
-            result = {"weight": torch.bmm(scaled.reshape(trials, -1, scaled.shape[-1]).transpose(1, 2),
-                                          inputs.reshape(trials, -1, width))}
+            # the weights scale the narrower side of the product: sum_b w_b b_b a_b^T
+            rows = outputs.reshape(trials, -1, outputs.shape[-1])  # (T, B L, O)
+            columns = inputs.reshape(trials, -1, width)  # (T, B L, I)
+            per_row = weights.repeat_interleave(positions, dim=1) if positions > 1 else weights  # (T, B L)
+            if rows.shape[-1] <= width:
+                result = {"weight": torch.bmm((rows * per_row.unsqueeze(-1)).transpose(1, 2), columns)}
+            else:
+                result = {"weight": torch.bmm(rows.transpose(1, 2), columns * per_row.unsqueeze(-1))}
             if layer.bias is not None:
-                result["bias"] = scaled.sum(dim=(1, 2))
+                result["bias"] = torch.bmm(per_row.unsqueeze(1), rows)[:, 0]
             return result
 
         return ClipParts("ghost", squared, weighted_sum)

@@ -2,7 +2,8 @@
 
 They act on each example separately, so trials and examples are merged
 into one batch axis, the layer runs once, and the axes are split again;
-autograd carries the output gradients back through them.
+autograd carries the output gradients back through them. (Average pooling
+has a rule of its own, ``pooling``: on small planes a product is faster.)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ __all__ = ["ParameterFreeRule"]
 ACTIVATIONS = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.ELU, nn.SELU, nn.CELU, nn.GELU, nn.SiLU, nn.Mish, nn.Tanh,
                nn.Sigmoid, nn.Softplus, nn.Softsign, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid, nn.Tanhshrink,
                nn.LogSigmoid, nn.Identity)
-POOLING = (nn.AvgPool1d, nn.AvgPool2d, nn.MaxPool1d, nn.MaxPool2d, nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d,
+POOLING = (nn.MaxPool1d, nn.MaxPool2d, nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d,
            nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d)
 RESHAPES = (nn.Flatten, nn.Unflatten, nn.Softmax, nn.LogSoftmax)
 

@@ -4,13 +4,16 @@
 its layers and gives each one a path: a closed form from the registry, the
 parameter-free forward pass, or ``torch.func`` for a layer the registry
 cannot treat. A model whose forward pass is its own code is not a sequence
-of layers: it goes through ``torch.func`` as a whole, and the plan says so.
+of layers: ``traced`` plans it from the layers it calls (a
+:class:`~traced.ModulePlan`, which shares this class's gradients and
+clipping), or it goes through ``torch.func`` as a whole, and the plan says so.
 
 One step runs the layers forward on inputs ``(T, B, ...)`` with every
 trial's own parameters, takes the gradients of the summed per-example
 losses with respect to the outputs of the trained layers (one backward
-pass: examples do not interact, so each example's output gradient is its
-own loss's), and hands each layer its input and output gradient.
+pass from the losses' gradient with respect to the logits, in closed form:
+examples do not interact, so each example's output gradient is its own
+loss's), and hands each layer its input and output gradient.
 
 References
 ----------
@@ -20,6 +23,7 @@ Goodfellow 2015, "Efficient per-example gradient computations"; Li et al.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Callable, Iterator
 
@@ -29,7 +33,7 @@ from torch import nn
 from dpaudit.mechanisms.models.grad_sample.fallback import FunctionalRule
 from dpaudit.mechanisms.models.grad_sample.registry import ClipParts, LayerRule, rule_for
 
-__all__ = ["LayerPlan", "LayerStep", "plan_layers", "summed_losses"]
+__all__ = ["LayerPlan", "LayerStep", "loss_gradient", "plan_layers", "summed_losses"]
 
 #: ``Stacked.unflatten``: parameters ``(T, P)`` -> ``{name: (T, *shape)}``
 Unflatten = Callable[[torch.Tensor], dict[str, torch.Tensor]]
@@ -73,36 +77,50 @@ class LayerPlan:
             if step.names:
                 trained.append((step, saved, x))
         outputs = [z for _, _, z in trained]
-        backprops = torch.autograd.grad(summed_losses(x, labels), outputs)
+        backprops = torch.autograd.grad(x, outputs, grad_outputs=loss_gradient(x.detach(), labels))
         return [(step, saved, b) for (step, saved, _), b in zip(trained, backprops)]
 
     def per_example_gradients(self, unflatten: Unflatten, names: list[str], theta: torch.Tensor,
                               inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Per-example gradients ``(T, B, P)`` in the order of ``names``."""
+        """Per-example gradients ``(T, B, P)`` in the order of ``names`` (a parameter used by several calls
+        gets the sum of their gradients; one no call used, zeros)."""
+        params = unflatten(theta.detach().requires_grad_())
         with torch.enable_grad():
-            layers = self._run(unflatten(theta.detach().requires_grad_()), inputs, labels)
-        found: dict[str, torch.Tensor] = {}
-        for step, saved, backprops in layers:
-            for own, gradient in step.rule.gradients(step.layer, saved, backprops).items():
-                found[step.names[own]] = gradient.detach()
-        return torch.cat([found[name].flatten(start_dim=2) for name in names], dim=-1)
+            layers = self._run(params, inputs, labels)
+        found = _summed_gradients(layers)
+        shape = inputs.shape[:2]
+        return torch.cat([found[name].flatten(start_dim=2) if name in found
+                          else theta.new_zeros(*shape, params[name][0].numel()) for name in names], dim=-1)
 
     def clip_parts(self, unflatten: Unflatten, names: list[str], theta: torch.Tensor, inputs: torch.Tensor,
                    labels: torch.Tensor) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
-        """Each example's squared gradient norm ``(T, B)``, and ``weights (T, B) -> sum (T, P)``."""
+        """Each example's squared gradient norm ``(T, B)``, and ``weights (T, B) -> sum (T, P)``.
+
+        A layer whose parameters no other call uses gives its own parts (ghost norms where its rule has
+        them); the calls of parameters used more than once (a layer called twice, tied weights) form
+        their per-example gradients, summed per parameter, and give parts from those.
+        """
+        params = unflatten(theta.detach().requires_grad_())
         with torch.enable_grad():
-            layers = self._run(unflatten(theta.detach().requires_grad_()), inputs, labels)
-        parts: list[tuple[LayerStep, ClipParts]] = []
-        for step, saved, backprops in layers:
-            parts.append((step, step.rule.clip_parts(step.layer, saved, backprops.detach())))
+            layers = self._run(params, inputs, labels)
+        uses = collections.Counter(name for step, _, _ in layers for name in step.names.values())
+        alone = [(step, saved, b) for step, saved, b in layers if all(uses[n] == 1 for n in step.names.values())]
+        shared = [(step, saved, b) for step, saved, b in layers if any(uses[n] > 1 for n in step.names.values())]
+        parts: list[tuple[dict[str, str], ClipParts]] = [
+            (step.names, step.rule.clip_parts(step.layer, saved, b.detach())) for step, saved, b in alone]
+        if shared:
+            summed = _summed_gradients(shared)
+            parts.append(({name: name for name in summed}, ClipParts.from_gradients(summed)))
         squared = sum(part.squared_norms for _, part in parts).detach()
 
         def weighted_sum(weights: torch.Tensor) -> torch.Tensor:
             found: dict[str, torch.Tensor] = {}
-            for step, part in parts:
+            for own_names, part in parts:
                 for own, total in part.weighted_sum(weights).items():
-                    found[step.names[own]] = total.detach()
-            return torch.cat([found[name].reshape(weights.shape[0], -1) for name in names], dim=-1)
+                    found[own_names[own]] = total.detach()
+            return torch.cat([found[name].reshape(weights.shape[0], -1) if name in found
+                              else weights.new_zeros(weights.shape[0], params[name][0].numel())
+                              for name in names], dim=-1)
 
         return squared, weighted_sum
 
@@ -118,6 +136,16 @@ class LayerPlan:
         return total
 
 
+def _summed_gradients(layers) -> dict[str, torch.Tensor]:
+    """Per-example gradients ``{model name: (T, B, *shape)}`` of the calls in ``layers``, summed per parameter."""
+    found: dict[str, torch.Tensor] = {}
+    for step, saved, backprops in layers:
+        for own, gradient in step.rule.gradients(step.layer, saved, backprops.detach()).items():
+            name = step.names[own]
+            found[name] = found[name] + gradient.detach() if name in found else gradient.detach()
+    return found
+
+
 def _tensors(saved) -> Iterator[torch.Tensor]:
     if isinstance(saved, torch.Tensor):
         yield saved
@@ -127,6 +155,18 @@ def _tensors(saved) -> Iterator[torch.Tensor]:
     elif isinstance(saved, dict):
         for item in saved.values():
             yield from _tensors(item)
+
+
+def loss_gradient(output: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The gradient of :func:`summed_losses` with respect to the logits, in closed form: ``sigmoid(z) - y``
+    on one logit, ``softmax(z) - onehot(y)`` on several (each example's own; autograd through the losses
+    gives the same up to rounding, and torch's softmax over a last axis of a few classes is slow on a CPU)."""
+    if output.shape[-1] == 1:
+        return torch.sigmoid(output) - labels.unsqueeze(-1).to(output.dtype)
+    exponentials = (output - output.amax(dim=-1, keepdim=True)).exp_()
+    residual = exponentials.div_(exponentials.sum(dim=-1, keepdim=True))
+    residual.scatter_add_(-1, labels.long().unsqueeze(-1), residual.new_full((*labels.shape, 1), -1.0))
+    return residual
 
 
 def summed_losses(output: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
