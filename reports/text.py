@@ -37,7 +37,7 @@ BAND_WORDS = ("the 2.5% and 97.5% quantiles of what that ideal audit certifies w
               "(binomial counts at the best threshold, 4000 seeded draws): 95% of ideal audits land inside it. "
               "A certified bound inside the band is as good as the ideal test at these trials; below the band's "
               "bottom, this audit's test was weaker than the ideal one; above its top is notable. The band need "
-              "not be centred on the ceiling: where the test's rarer error is expected only a few times, luck "
+              "not be centred on the ceiling: where the test's rarer error is expected about once or less, luck "
               "can lift an ideal audit's bound little but bad luck can drop it far.")
 
 
@@ -362,22 +362,44 @@ def _positions(rows: Sequence[IndexResult]) -> str:
     return f"at canary {'index' if len(indices) == 1 else 'indices'} {', '.join(indices)}, "
 
 
+def _ties_with_the_likelihood_ratio(result: AuditResult, row: IndexResult) -> bool:
+    """True when the score that certified at ``row`` is the exact likelihood ratio, or gave the same test as
+    it on the held-out calibration trials (a tie of the portfolio, :func:`portfolio_rows`)."""
+    if result.attack.get("score") == "exact":
+        return True
+    here = [c for c in result.attack.get("portfolio") or () if c.get("index") == row.index and c.get("applicable")]
+    chosen = next((c for c in here if c.get("chosen")), None)
+    return chosen is not None and any(c.get("name") == "exact" and (c.get("epsilon"), c.get("mu")) ==
+                                      (chosen.get("epsilon"), chosen.get("mu")) for c in here)
+
+
 def band_sentences(result: Result) -> list[str]:
     """What the certified bound's place against the ceiling band means, for every position with a band: below
     it (one sentence a position), inside it (one sentence for all), and why a lopsided band is lopsided (above
     the band is :func:`notable_sentences`'s)."""
-    rows = [row for row in typed(result).per_index if row.ceiling_band is not None]
+    result = typed(result)
+    rows = [row for row in result.per_index if row.ceiling_band is not None]
     sentences = []
     for row in rows:
         if row.below_ceiling_band:
+            calibration = (row.empirical.epsilon.get("trials") or {}).get("calibration_a")
+            chosen = (f"chosen on {_plain_num(calibration, ',')} calibration trials per dataset"
+                      if _number(calibration) else "chosen on calibration trials")
+            if _ties_with_the_likelihood_ratio(result, row):
+                why = (f"Its score gave the same test as the exact likelihood ratio on the held-out calibration "
+                       f"trials, so the gap lies in the threshold and the way its counts are certified, {chosen}, "
+                       "where the ideal audit knows the best ones in advance: more calibration trials "
+                       "(calibration_fraction) can choose them better.")
+            else:
+                why = (f"Its score may not be the likelihood ratio, and its threshold was {chosen}, where the ideal "
+                       "audit knows the best one in advance: a stronger score, or more calibration trials "
+                       "(calibration_fraction), closes the gap.")
             sentences.append(
                 f"Below the band: {_positions([row])}the certified bound "
                 f"{_plain_num(row.empirical.epsilon_lower_bound, '.3f')} lies below the ceiling band "
                 f"({band_text(row.ceiling_band)}); only 2.5% of ideal threshold audits at these trials certify "
-                "less, so chance in the counts hardly explains the gap: this audit's test is weaker than the ideal "
-                "one (a score that is not the likelihood ratio, or a threshold placed on few calibration trials). "
-                "More trials raise the ceiling and the bound together; a stronger score, or more calibration "
-                "trials, closes the gap.")
+                f"less, so chance in the counts hardly explains the gap: this audit's test is weaker than the ideal "
+                f"one. {why} More trials raise the ceiling and the bound together.")
     inside = [row for row in rows if not row.below_ceiling_band and not row.above_ceiling_band]
     if inside:
         where = _positions(inside)
