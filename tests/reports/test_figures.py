@@ -10,17 +10,17 @@ import pytest
 
 from dpaudit.auditing.jobs.config import parse_config
 from dpaudit.auditing.jobs.runner import RunOptions
-from dpaudit.reports.render import render
 from dpaudit.reports.html import profile_caption
 from dpaudit.reports.plots import histograms, privacy_profile, roc
+from dpaudit.reports.render import render
 from dpaudit.reports.text import (
     band_sentences,
+    certifying_test,
     claims_rows,
     histogram_caption,
     md,
     portfolio_rows,
     roc_caption,
-    certifying_test,
     theory_slack_sentence,
 )
 from tests.helpers import run_documents
