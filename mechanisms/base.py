@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
+import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -106,8 +107,23 @@ class Mechanism(AuditHooks, abc.ABC):
     #: Rows per tile (``tiles.TILE_TRIALS``); mechanisms with large per-trial state use smaller tiles.
     tile_trials: ClassVar[int] = tiles.TILE_TRIALS
 
+    #: The magnitudes a real parameter may take (0 aside): the audit's float64 arithmetic (squares of outputs,
+    #: likelihood ratios over squared noise, accountants) overflows or underflows outside them.
+    magnitudes: ClassVar[tuple[float, float]] = (1e-100, 1e100)
+
     def __post_init__(self) -> None:
         self.validate()
+        self._check_magnitudes()
+
+    def _check_magnitudes(self) -> None:
+        """Refuse a real parameter outside :attr:`magnitudes` (after :meth:`validate`, which has its own rules)."""
+        low, high = self.magnitudes
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, (float, np.floating)) and math.isfinite(value) and value != 0 \
+                    and not low <= abs(value) <= high:
+                raise ParameterError(f"{field.name} must be 0 or between {low:g} and {high:g} in magnitude (an "
+                                     f"audit's float64 arithmetic overflows beyond), got {field.name}={value!r}")
 
     # -- contract ------------------------------------------------------
     @abc.abstractmethod

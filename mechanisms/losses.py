@@ -231,5 +231,10 @@ def make_loss(name: str, *, dim: int, lipschitz: float, domain: Domain,
     if name == "concave":
         beta = 1.0 if smoothness is None else check_real("smoothness", smoothness, positive=True)
         return Loss(name, dim, lipschitz, beta, -beta, domain)
-    beta = {"linear": 0.0, "logistic": lipschitz**2 / 4.0, "huber": lipschitz**2}[name]
+    if name == "linear":
+        return Loss(name, dim, lipschitz, 0.0, 0.0, domain)
+    beta = lipschitz * lipschitz / (4.0 if name == "logistic" else 1.0)  # a float product: inf, never an error
+    if not math.isfinite(beta):
+        raise ParameterError(f"lipschitz is too large for the {name} loss, whose smoothness L^2 overflows a float, "
+                             f"got lipschitz={lipschitz!r}")
     return Loss(name, dim, lipschitz, beta, 0.0, domain)

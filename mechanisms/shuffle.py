@@ -41,7 +41,8 @@ class ShuffledRR(Mechanism):
 
     def validate(self) -> None:
         check_int("n", self.n, minimum=1)
-        check_real("epsilon0", self.epsilon0, positive=True)
+        # above 36 the keep probability e^eps0 / (1 + e^eps0) rounds to 1 in float64: no answer is ever flipped
+        check_real("epsilon0", self.epsilon0, positive=True, maximum=36.0)
         self.check_dtype()
 
     @property

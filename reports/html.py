@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -13,17 +14,22 @@ from dpaudit.reports.text import (
     INDEX_COLUMNS,
     PORTFOLIO_COLUMNS,
     _plain_num,
+    band_sentences,
     claims_rows,
     conformance_rows,
     estimate_rows,
     gdp_sentence,
+    histogram_caption,
     index_rows,
     notable_sentences,
     portfolio_rows,
     reading_guide,
     release_text,
     reproduction_text,
+    roc_caption,
     shown_params,
+    strongest_row,
+    theory_slack_sentence,
     typed,
     verdict_sentence,
 )
@@ -43,7 +49,8 @@ def figure_list(result: Any) -> list[tuple[str, Callable[[Any], str]]]:
     result = typed(result)
     if len(result.per_index) > 1:
         first = ("Look for the black line against the grey band: inside it, more trials (not a better attack) "
-                 "would raise the bound; above the band's top is notable, above the tightest claim a violation.",
+                 "would raise the bound; below its bottom, this audit's test was weaker than the ideal one; above "
+                 "its top is notable, above the tightest claim a violation.",
                  plots.epsilon_by_index)
     elif result.per_index[0].ceiling_band is not None:
         first = ("Where the certified bound (dot) falls against the band 95% of ideal threshold audits reach at "
@@ -52,13 +59,21 @@ def figure_list(result: Any) -> list[tuple[str, Callable[[Any], str]]]:
         first = ("How far the certified bound (dot) lies below the tightest claim (dotted) and the exact value: "
                  "the distance is what this audit could not show.", plots.ceiling_band)
     figures = [first,
-               ("Look for the black curve rising above a claimed curve: that would contradict the claim at that "
-                "epsilon; the distance below is what the audit could not show.", plots.privacy_profile),
-               ("The further above the dotted chance line at small false positive rates, the stronger the test: "
-                "large epsilons are certified there.", plots.roc),
-               ("Look at the tails: scores where few trials of S land but many of S' do are what certify "
-                "epsilon.", plots.histograms)]
+               (profile_caption(result), plots.privacy_profile),
+               (roc_caption(result), plots.roc),
+               (histogram_caption(result), plots.histograms)]
     return figures
+
+
+def profile_caption(result: Any) -> str:
+    """The privacy profile's caption: what the curves are, and the certified point when the figure marks it."""
+    result = typed(result)
+    certified, delta = strongest_row(result).empirical.epsilon_lower_bound, result.empirical.delta
+    star = (f"The star is the headline, epsilon >= {_plain_num(certified, '.3f')} certified at the audit's delta "
+            f"{_plain_num(delta, 'g')}. " if delta and delta > 0 and math.isfinite(certified) and certified > 0
+            else "")
+    return (f"{star}Look for the black curve rising above a claimed curve: that would contradict the claim at that "
+            "epsilon; the distance below is what the audit could not show.")
 
 
 def summary_figure(result: Any) -> tuple[str, str]:
@@ -81,10 +96,10 @@ def html(result: Any) -> str:
         figures = [(caption, draw(result)) for caption, draw in figure_list(result)]
     return _ENV.get_template("report.html.j2").render(
         doc=result, sentence=verdict_sentence(result), gdp=gdp_sentence(result), figures=figures,
-        notable=notable_sentences(result),
+        notable=notable_sentences(result), bands=band_sentences(result),
         release=release_text(result.mechanism.get("release_grid")), reproduction=reproduction_text(result),
         claims=claims_rows(result.claims, result.tightness, result.empirical.epsilon_lower_bound),
-        guide=reading_guide(result), params=shown_params(result.mechanism),
+        guide=reading_guide(result), params=shown_params(result.mechanism), theory_slack=theory_slack_sentence(result),
         index_columns=INDEX_COLUMNS, index_rows=index_rows(result),
         estimate_columns=ESTIMATE_COLUMNS, estimates=estimate_rows(result),
         portfolio_columns=PORTFOLIO_COLUMNS, portfolio=portfolio_rows(result),

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from dpaudit.auditing.jobs.result import load_result
-from dpaudit.reports.text import tightest_claim
+from dpaudit.reports.text import certifying_test, tightest_claim
 
 if TYPE_CHECKING:
     from dpaudit.auditing.jobs.result import AuditResult, IndexResult
@@ -32,7 +32,8 @@ _METADATA = re.compile(r"<metadata>.*?</metadata>", re.S)
 
 
 #: How the plots name each kind of claim entry (anything else is a claim: an upper bound).
-_KIND_LABELS = {"exact-instance": "exact value", "reference": "reference, not a bound"}
+_KIND_LABELS = {"exact-instance": "exact value", "reference": "reference, not a bound",
+                "lower-bound": "lower bound, not a guarantee"}
 
 
 def new_figure(figsize: tuple[float, float]):
@@ -170,7 +171,7 @@ def privacy_profile(result: "AuditResult | dict[str, Any]") -> str:
     number = 0
     for claim in row.claims:
         curve = claim.profile
-        if claim.applicable and curve:
+        if curve:  # applicable claims, references, and claims stated for delta > 0 (at an audit at delta 0)
             exact = claim.kind == "exact-instance"
             style = {"color": "tab:red", "linewidth": 2} if exact else _distinct(number)
             number += 0 if exact else 1
@@ -182,6 +183,10 @@ def privacy_profile(result: "AuditResult | dict[str, Any]") -> str:
     delta = result.empirical.delta
     if delta and delta > 0:
         axes.axhline(delta, color="grey", linestyle=":", linewidth=1, label=f"the audit's delta = {delta:g}")
+        certified = row.empirical.epsilon_lower_bound
+        if math.isfinite(certified) and certified > 0:  # the headline: epsilon certified at the audit's delta
+            axes.plot([certified], [delta], color="tab:orange", marker="*", markersize=14, linestyle="none",
+                      markeredgecolor="black", label=f"certified: epsilon >= {certified:.3f} at delta = {delta:g}")
     axes.set_yscale("log")
     axes.set_ylim(1e-8, 1.5)
     axes.set_xlabel("epsilon")
@@ -193,24 +198,40 @@ def privacy_profile(result: "AuditResult | dict[str, Any]") -> str:
 
 
 def roc(result: "AuditResult | dict[str, Any]") -> str:
-    """The distinguisher's ROC (TPR against FPR) on log axes, with its AUC and TPR at a low FPR."""
-    row = _strongest(_typed(result))
+    """The distinguisher's ROC on log axes, from the side this audit's test certifies from, with its AUC and the
+    audit's certified rates marked.
+
+    A test certified at low false-positive rates is drawn as TPR against FPR. One certified from the far corner
+    (it fires on almost every trial; its bound counts how rarely S' falls on the other side,
+    ``log((1-delta-FPR)/FNR)``) is drawn from that side: the rate S' is called S (FNR) against the rate S is
+    (1 - FPR), so that its point is not lost in the corner of a log plot.
+    """
+    result = _typed(result)
+    row = _strongest(result)
     data = row.distributions["roc"]
+    place = certifying_test(result)
+    far = bool(place and place["far"])
     figure, axes = new_figure(figsize=(5.2, 4.4))
-    points = [(f, t) for f, t in zip(data["fpr"], data["tpr"]) if f > 0 and t > 0]
+    pairs = [(1 - t, 1 - f) for f, t in zip(data["fpr"], data["tpr"])] if far else list(zip(data["fpr"], data["tpr"]))
+    points = [(x, y) for x, y in pairs if x > 0 and y > 0]
     label = "distinguisher"
     if "auc" in data:
         label = f"AUC {data['auc']:.3f}; TPR {data['tpr_at_fpr']:.3f} at FPR {data['fpr_level']:g}"
     if points:
-        fpr, tpr = zip(*points)
-        axes.plot(fpr, tpr, color="black", linewidth=2, label=label)
+        xs, ys = zip(*points)
+        axes.plot(xs, ys, color="black", linewidth=2, label=label)
     axes.plot([1e-6, 1], [1e-6, 1], color="grey", linestyle=":", label="chance")
-    if "fpr_level" in data:
+    if place is not None:
+        x, y = (place["fnr"], 1 - place["fpr"]) if far else (place["fpr"], 1 - place["fnr"])
+        if x > 0 and y > 0:
+            axes.plot([x], [y], color="tab:orange", marker="*", markersize=14, linestyle="none",
+                      markeredgecolor="black", label="this audit's test (certified rates)")
+    elif "fpr_level" in data:
         axes.axvline(data["fpr_level"], color="tab:blue", linestyle="--", linewidth=1)
     axes.set_xscale("log")
     axes.set_yscale("log")
-    axes.set_xlabel("false positive rate (S called S')")
-    axes.set_ylabel("true positive rate")
+    axes.set_xlabel("rate S' is called S (false negatives)" if far else "false positive rate (S called S')")
+    axes.set_ylabel("rate S is called S (1 - false positives)" if far else "true positive rate")
     axes.legend(fontsize=8, loc="lower right")
     where = f" (canary index {row.index})" if row.index is not None else ""
     axes.set_title(f"ROC of the distinguisher{where}")
@@ -230,6 +251,9 @@ def histograms(result: "AuditResult | dict[str, Any]") -> str:
         result.canary.get("pair"), "S': canary replaced by its opposite")
     axes.bar(centres, data["a"], width=width, alpha=0.55, label="S: holds the canary")
     axes.bar(centres, data["b"], width=width, alpha=0.55, label=neighbour)
+    place = certifying_test(result)
+    if place is not None and edges[0] <= place["threshold"] <= edges[-1]:
+        axes.axvline(place["threshold"], color="black", linestyle="--", linewidth=1.2, label="this audit's threshold")
     axes.set_xlabel("score of one trial's output")
     axes.set_ylabel("trials")
     axes.legend(fontsize=8)

@@ -41,14 +41,37 @@ def render(result: AuditResult | Mapping[str, Any], fmt: str) -> str:
     raise ValueError(f"format must be one of {', '.join(FORMATS)}, got format={fmt!r}")
 
 
+def _umask() -> int:
+    """The process's file-creation mask.
+
+    Read from ``/proc/self/status`` where the kernel gives it; elsewhere by setting it and setting it back
+    (there is no getter), which another thread creating a file in between would see.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path`` and rename it: never a truncated file."""
+    """Write ``text`` to a temporary file beside ``path`` and rename it: never a truncated file.
+
+    The file gets the mode of any file the user writes (``0o666`` less the umask), not the private
+    ``0o600`` of a temporary file: a report in a shared folder can be read by whoever reads the others.
+    """
     path = Path(path)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
             stream.flush()
+            os.fchmod(stream.fileno(), 0o666 & ~_umask())
             os.fsync(stream.fileno())
         os.replace(temporary, path)
     except BaseException:

@@ -17,11 +17,13 @@ from typing import Any
 
 from dpaudit.auditing.jobs.result import AuditResult, ClaimEntry, IndexResult, load_result
 from dpaudit.auditing.statistics.verdict import applicable_bounds
+from dpaudit.mechanisms.accounting.entry import REFERENCE_KINDS
 
-__all__ = ["BAND_WORDS", "CEILING_WORDS", "band_text", "claims_rows", "estimate_rows", "gdp_sentence", "index_rows",
-           "conformance_lines", "conformance_rows", "markdown", "md", "notable_sentences", "num", "one_run_lines",
-           "portfolio_rows", "reading_guide",
-           "release_text", "reproduction_text", "shown_params", "tightest_claim", "typed", "verdict_sentence"]
+__all__ = ["BAND_WORDS", "CEILING_WORDS", "LOPSIDED", "THIN", "band_sentences", "band_text", "certifying_test",
+           "claims_rows", "conformance_lines", "conformance_rows", "estimate_rows", "gdp_sentence",
+           "histogram_caption", "index_rows", "looks_text", "markdown", "md", "notable_sentences", "num",
+           "one_run_lines", "portfolio_rows", "reading_guide", "release_text", "reproduction_text", "roc_caption",
+           "shown_params", "strongest_row", "theory_slack_sentence", "tightest_claim", "typed", "verdict_sentence"]
 
 Result = AuditResult | Mapping[str, Any]
 
@@ -33,7 +35,10 @@ CEILING_WORDS = ("what an ideal threshold audit (the best threshold for the scor
 #: What the band beside a ceiling is (docs/theory.md 3.4).
 BAND_WORDS = ("the 2.5% and 97.5% quantiles of what that ideal audit certifies when its counts vary by chance "
               "(binomial counts at the best threshold, 4000 seeded draws): 95% of ideal audits land inside it. "
-              "A certified bound above the band's top is notable.")
+              "A certified bound inside the band is as good as the ideal test at these trials; below the band's "
+              "bottom, this audit's test was weaker than the ideal one; above its top is notable. The band need "
+              "not be centred on the ceiling: where the test's rarer error is expected about once or less, luck "
+              "can lift an ideal audit's bound little but bad luck can drop it far.")
 
 
 def typed(result: Result) -> AuditResult:
@@ -42,13 +47,18 @@ def typed(result: Result) -> AuditResult:
 
 _LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
 _MARKDOWN = re.compile(r"([\\`*_\[\]|#!~])")
+# where Markdown would read raw HTML or an entity: "<" opening a tag, comment or autolink, "&" opening an entity,
+# ">" opening a block quote; a backslash makes each a literal character (CommonMark 2.4), so "epsilon >= 2"
+# stays as written and no HTML entity is needed
+_HTML_START = re.compile(r"<(?=[A-Za-z/!?])|&(?=#|[A-Za-z0-9]+;)|^>")
 
 
 def md(value: Any) -> str:
-    """``value`` as inert Markdown on one line: no heading, link, image, emphasis, table cell or HTML."""
+    """``value`` as inert Markdown on one line: no heading, link, image, emphasis, table cell or HTML, and no
+    HTML entity (``>=`` is written as ``>=``)."""
     text = "n/a" if value is None else str(value)
-    text = _LINE_BREAKS.sub(" ", text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MARKDOWN.sub(r"\\\1", text)
+    text = _MARKDOWN.sub(r"\\\1", _LINE_BREAKS.sub(" ", text))
+    return _HTML_START.sub(lambda match: "\\" + match.group(0), text)
 
 
 def _number(value: Any) -> bool:
@@ -77,12 +87,29 @@ def _plain_num(value: Any, spec: str = ".4g") -> str:
         return str(value)
 
 
+def looks_text(result: Result) -> str:
+    """How a sequential audit looked and what each look cost ("" for an audit that looks once), in the words of
+    the headline, the command line's summary and the reading guide: ``5 planned looks of a sequential audit
+    (stopped at look 5; this look's bound at confidence 0.975, each of the 4 earlier looks' at 0.9938)``."""
+    record = typed(result).sequential
+    betas = list(record.get("beta_per_look") or ()) if record else []
+    planned, stopped = (record.get("looks_planned"), record.get("stopped_at_look")) if record else (None, None)
+    if not betas or not _number(planned) or not _number(stopped):
+        return ""
+    earlier = (f", each of the {len(betas) - 1} earlier looks' at {_plain_num(1 - betas[0], '.4g')}"
+               if len(betas) > 1 else "")
+    return (f"{planned} planned looks of a sequential audit (stopped at look {stopped}; this look's bound at "
+            f"confidence {_plain_num(record.get('look_confidence'), '.4g')}{earlier})")
+
+
 def verdict_sentence(result: Result) -> str:
     """What was certified, at which confidence, against which claims (no model-based figure)."""
     result = typed(result)
     emp = result.empirical
     where = "" if emp.index is None else f", strongest at canary index {emp.index}"
     scope = f" over all {len(result.per_index)} canary positions together" if len(result.per_index) > 1 else ""
+    looks = looks_text(result)
+    scope += f" over the {looks}" if looks else ""
     shown = (f"Certified with confidence {_plain_num(emp.confidence, 'g')}{scope}: epsilon is at least "
              f"{_plain_num(emp.epsilon_lower_bound, '.3f')} at delta = {_plain_num(emp.delta, 'g')}{where}.")
     if result.verdict == "violation":
@@ -169,6 +196,19 @@ def reading_guide(result: Result) -> list[tuple[str, str]]:
                       "included or not by a fair coin before training, and the test counts how often the trained "
                       "model tells which; the one-run section says which test certified and under which "
                       "assumptions."))
+    looks = looks_text(result)
+    if looks:
+        same = result.sequential.get("same_trials_as")
+        record = result.sequential
+        guide.append(("Sequential audit", f"this audit looked at its trials after "
+                      f"{', '.join(map(str, record.get('looks') or ()))} certification chunks (dpaudit check, "
+                      "assert_private), to stop at the first certified violation. Each look pays for itself: "
+                      f"the failure probability {_plain_num(1 - emp.confidence, '.3g')} is split over the looks, "
+                      "half to the last and the rest equally to the earlier ones, so every look's statement holds "
+                      f"together at {_plain_num(emp.confidence, 'g')}, and the bound is lower than one look at the "
+                      "same trials certifies"
+                      + (f" (dpaudit run: audit id {same})" if same else "")
+                      + ". That is why it has an audit id, and report file names, of its own."))
     if result.attack.get("portfolio"):
         guide.append(("Portfolio", "several scores were fitted on part of the calibration trials and judged on "
                       "the rest; only the strongest certified, on trials none of them saw, so the choice costs "
@@ -210,18 +250,37 @@ def claims_rows(claims: Sequence[ClaimEntry], tightness: Mapping[str, Any],
     rows = []
     for claim in claims:
         ratio = tightness.get(claim.name)
+        reference = claim.kind in REFERENCE_KINDS and not claim.applicable and claim.epsilon is not None
         if ratio is None and claim.applicable and _number(certified) and _number(claim.epsilon) \
                 and claim.epsilon > 0:
             ratio = certified / claim.epsilon
         rows.append([
             str(claim.name), "all" if claim.index is None else str(claim.index), str(claim.relation),
-            "yes" if claim.applicable else "no",
-            _plain_num(claim.epsilon) if claim.applicable else "n/a",
+            "yes" if claim.applicable else ("no (reference)" if reference else "no"),
+            _plain_num(claim.epsilon) if claim.applicable or reference else "n/a",
             _plain_num(ratio, ".3g") if ratio is not None else "",
             _plain_num(claim.slack, ".3g") if claim.slack is not None else "",
-            str(claim.citation) if claim.applicable else f"not applicable: {claim.reason}",
+            str(claim.citation) if claim.applicable else (f"{claim.reason}; {claim.citation}" if reference
+                                                          else f"not applicable: {claim.reason}"),
         ])
     return rows
+
+
+def theory_slack_sentence(result: Result) -> str:
+    """The tightest valid claim, and how far it is from the exact value of the instance ("" without a claim)."""
+    slack = typed(result).theory_slack or {}
+    if not slack.get("tightest"):
+        return ""
+    ratio = slack.get("tightest_over_exact")
+    if _number(ratio) and format(ratio, ".3g") == "1":
+        exact = "; it equals the exact value of this instance to 3 digits (the claim is tight here)"
+    elif _number(ratio):
+        exact = f"; it is {_plain_num(ratio, '.3g')} times the exact value of this instance"
+    else:
+        exact = ""
+    return (f"Theory slack: the tightest valid claim is {slack['tightest']} "
+            f"(epsilon {_plain_num(slack.get('tightest_epsilon'))}){exact}; the slack column is each claim "
+            "divided by it.")
 
 
 def tightest_claim(row: IndexResult, relation: str | None) -> ClaimEntry | None:
@@ -250,8 +309,9 @@ def index_rows(result: Result) -> list[dict[str, str]]:
             "claim_epsilon": _plain_num(claim.epsilon) if claim else "n/a",
             "exact": _plain_num(exact),
             "ceiling": _plain_num(row.ceiling) + (" (simulated)" if row.ceiling_source else ""),
-            "ceiling_band": band_text(row.ceiling_band) + (" (certified bound above it)"
-                                                           if row.above_ceiling_band else ""),
+            "ceiling_band": band_text(row.ceiling_band) + (" (certified bound above it)" if row.above_ceiling_band
+                                                           else " (certified bound below it)"
+                                                           if row.below_ceiling_band else ""),
             "tightness": _plain_num(ratio, ".3g") if ratio is not None else "n/a",
             "verdict": str(row.verdict),
         })
@@ -291,6 +351,154 @@ def notable_sentences(result: Result) -> list[str]:
     return sentences
 
 
+#: A band is called lopsided when one side of it, measured from the ceiling, is this many times the other.
+LOPSIDED = 3.0
+
+
+def _positions(rows: Sequence[IndexResult]) -> str:
+    indices = [str(row.index) for row in rows if row.index is not None]
+    if not indices:
+        return ""
+    return f"at canary {'index' if len(indices) == 1 else 'indices'} {', '.join(indices)}, "
+
+
+def _ties_with_the_likelihood_ratio(result: AuditResult, row: IndexResult) -> bool:
+    """True when the score that certified at ``row`` is the exact likelihood ratio, or gave the same test as
+    it on the held-out calibration trials (a tie of the portfolio, :func:`portfolio_rows`)."""
+    if result.attack.get("score") == "exact":
+        return True
+    here = [c for c in result.attack.get("portfolio") or () if c.get("index") == row.index and c.get("applicable")]
+    chosen = next((c for c in here if c.get("chosen")), None)
+    return chosen is not None and any(c.get("name") == "exact" and (c.get("epsilon"), c.get("mu")) ==
+                                      (chosen.get("epsilon"), chosen.get("mu")) for c in here)
+
+
+def band_sentences(result: Result) -> list[str]:
+    """What the certified bound's place against the ceiling band means, for every position with a band: below
+    it (one sentence a position), inside it (one sentence for all), and why a lopsided band is lopsided (above
+    the band is :func:`notable_sentences`'s)."""
+    result = typed(result)
+    rows = [row for row in result.per_index if row.ceiling_band is not None]
+    sentences = []
+    for row in rows:
+        if row.below_ceiling_band:
+            calibration = (row.empirical.epsilon.get("trials") or {}).get("calibration_a")
+            chosen = (f"chosen on {_plain_num(calibration, ',')} calibration trials per dataset"
+                      if _number(calibration) else "chosen on calibration trials")
+            if _ties_with_the_likelihood_ratio(result, row):
+                why = (f"Its score gave the same test as the exact likelihood ratio on the held-out calibration "
+                       f"trials, so the gap lies in the threshold and the way its counts are certified, {chosen}, "
+                       "where the ideal audit knows the best ones in advance: more calibration trials "
+                       "(calibration_fraction) can choose them better.")
+            else:
+                why = (f"Its score may not be the likelihood ratio, and its threshold was {chosen}, where the ideal "
+                       "audit knows the best one in advance: a stronger score, or more calibration trials "
+                       "(calibration_fraction), closes the gap.")
+            sentences.append(
+                f"Below the band: {_positions([row])}the certified bound "
+                f"{_plain_num(row.empirical.epsilon_lower_bound, '.3f')} lies below the ceiling band "
+                f"({band_text(row.ceiling_band)}); only 2.5% of ideal threshold audits at these trials certify "
+                f"less, so chance in the counts hardly explains the gap: this audit's test is weaker than the ideal "
+                f"one. {why} More trials raise the ceiling and the bound together.")
+    inside = [row for row in rows if not row.below_ceiling_band and not row.above_ceiling_band]
+    if inside:
+        where = _positions(inside)
+        sentences.append(
+            f"Inside the band: {where}the certified {'bound lies' if len(inside) == 1 else 'bounds lie'} "
+            "within what 95% of ideal threshold audits certify at these trials: the attack did what an ideal "
+            "test could, and more trials, not a better attack, would raise the bound.")
+    for row in rows:
+        low, high = row.ceiling_band
+        ceiling = row.ceiling
+        if not (_number(ceiling) and _number(low) and _number(high) and low <= ceiling <= high):
+            continue
+        under, over = ceiling - low, high - ceiling
+        if under > LOPSIDED * max(over, 0.0) and under > 0:
+            sentences.append(
+                f"Lopsided band: {_positions([row])}the band reaches {_plain_num(over, '.3g')} above the central "
+                f"ceiling {_plain_num(ceiling, '.3f')} and {_plain_num(under, '.3g')} below it. The ideal test's "
+                "rarer error is expected about once or less at these trials: its count cannot fall below zero, "
+                "so luck lifts the bound little, while one or two rare errors more than expected drop it far.")
+        elif over > LOPSIDED * max(under, 0.0) and over > 0:
+            sentences.append(
+                f"Lopsided band: {_positions([row])}the band reaches {_plain_num(over, '.3g')} above the central "
+                f"ceiling {_plain_num(ceiling, '.3f')} and {_plain_num(under, '.3g')} below it. The bound goes "
+                "as the logarithm of the rarer error's count, which is steep when that count is small: a few "
+                "rare errors fewer than expected lift the bound more than as many more drop it.")
+    return sentences
+
+
+def strongest_row(result: Result) -> IndexResult:
+    """The position whose bound the headline states."""
+    result = typed(result)
+    return next((r for r in result.per_index if r.index == result.empirical.index), result.per_index[0])
+
+
+def certifying_test(result: Result) -> dict[str, Any] | None:
+    """Where the certifying test of the strongest position sits: its threshold in score units, the side of it that
+    certifies, and its certified rates; ``None`` when the epsilon record does not say (a hedged family).
+
+    Keys: ``threshold`` (raw score), ``above`` (True when the test calls S' at or above the threshold, False
+    when at or below), ``far`` (True when the bound comes from the corner where the test fires on almost
+    every trial: it counts how rarely S' scores fall on the other side, ``log((1-delta-FPR)/FNR)``), and
+    ``fpr``, ``fnr``: the upper confidence bounds of the false-positive (S called S') and false-negative
+    (S' called S) rates."""
+    record = strongest_row(result).empirical.epsilon
+    keys = ("threshold", "orientation", "direction", "false_positive_rate_upper", "false_negative_rate_upper")
+    if not all(key in record for key in keys) or not all(_number(record[key]) for key in keys[:1] + keys[3:]):
+        return None
+    sign = 1.0 if record["orientation"] == "larger under S'" else -1.0
+    return {"threshold": sign * record["threshold"], "above": sign > 0,
+            "far": str(record["direction"]).startswith("log((1-delta-FPR)"),
+            "fpr": float(record["false_positive_rate_upper"]), "fnr": float(record["false_negative_rate_upper"])}
+
+
+def roc_caption(result: Result) -> str:
+    """The ROC figure's caption: where this audit's test sits on it (its threshold and certified rates)."""
+    place = certifying_test(result)
+    if place is None:
+        return ("The further above the dotted chance line, the stronger the test; the bound is certified where the "
+                "two error rates are most unequal.")
+    side = "at or above" if place["above"] else "at or below"
+    fires = (f"This audit's test calls S' when the score is {side} {_plain_num(place['threshold'], '.4g')}: it "
+             f"fires on at least {_plain_num(1 - place['fnr'], '.3g')} of the trials of S' and at most "
+             f"{_plain_num(place['fpr'], '.3g')} of those of S (certified rates, marked).")
+    if place["far"]:
+        return (f"{fires} It certifies in the direction log((1 - delta - FPR) / FNR), from its rarer error: how "
+                f"seldom S' lands on the other side (at most {_plain_num(place['fnr'], '.3g')}) against how often "
+                f"S does (at least {_plain_num(1 - place['fpr'], '.3g')}). The curve is "
+                "drawn from that side, the rate S' is called S against the rate S is: the further it rises above "
+                "the dotted chance line at the left, the larger the epsilon.")
+    return (f"{fires} It certifies in the direction log((1 - delta - FNR) / FPR), from its false-positive rate: "
+            "the further the curve lies above the dotted chance line at that rate, the larger the epsilon.")
+
+
+#: a share of trials below this is too small to see as a bar beside the other dataset's
+THIN = 0.05
+
+
+def histogram_caption(result: Result) -> str:
+    """The score histograms' caption: the threshold of this audit's test and which side of it certifies."""
+    place = certifying_test(result)
+    if place is None:
+        return ("Look at the tails: scores where few trials of S land but many of S' do (or the reverse) are what "
+                "certify epsilon.")
+    upper_tail = place["above"] != place["far"]  # the certifying region: where the test fires, or (far) does not
+    tail = "above" if upper_tail else "below"
+    if place["far"]:
+        many, few, rare = "S", "S'", place["fnr"]
+        counts = (f"at least {_plain_num(1 - place['fpr'], '.3g')} of the trials of S land there and at most "
+                  f"{_plain_num(place['fnr'], '.3g')} of those of S'")
+    else:
+        many, few, rare = "S'", "S", place["fpr"]
+        counts = (f"at least {_plain_num(1 - place['fnr'], '.3g')} of the trials of S' land there and at most "
+                  f"{_plain_num(place['fpr'], '.3g')} of those of S")
+    thin = (f" So few of the trials of {few} land there that their bars are hard to see beside those of {many}: "
+            "the bound rests on how few they are." if rare < THIN else "")
+    return (f"The dashed line is this audit's threshold ({_plain_num(place['threshold'], '.4g')}); it certifies "
+            f"from the scores {tail} it: {counts} (certified rates).{thin}")
+
+
 def estimate_rows(result: Result) -> list[list[str]]:
     """One row per estimator that ran at the strongest position (whichever they were)."""
     return [[str(e.name), str(e.quantity), _plain_num(e.value, ".4g"), str(e.method), _plain_num(e.confidence, ".4g")]
@@ -298,7 +506,8 @@ def estimate_rows(result: Result) -> list[list[str]]:
 
 
 def portfolio_rows(result: Result) -> list[list[str]]:
-    """One row per candidate score of a portfolio: its calibration strength, and which one certified.
+    """One row per distinct test of a portfolio at a position: its calibration strength, the scores that gave
+    it (``projection = gaussian = logistic`` where they tie), and which one certified.
 
     A score that does not apply is listed once with its reason after the others, at the positions it
     does not apply to ("every position" when that is all of them), not once per position.
@@ -309,9 +518,17 @@ def portfolio_rows(result: Result) -> list[list[str]]:
     for c in candidates:
         if not c.get("applicable"):
             skipped.setdefault((str(c.get("name")), str(c.get("reason") or "")), []).append(c.get("index"))
-    rows = [["-" if c.get("index") is None else str(c.get("index")), str(c.get("name")), "yes",
-             _plain_num(c.get("epsilon"), ".4g"), _plain_num(c.get("mu"), ".4g"),
-             "certified" if c.get("chosen") else "", ""] for c in candidates if c.get("applicable")]
+    # scores that gave the same test (the same held-out figures at a position: on a one-dimensional output every
+    # score monotone in it orders the trials alike) are one row, naming every score that ties
+    tied: dict[tuple[Any, Any, Any], list[Mapping[str, Any]]] = {}
+    for c in candidates:
+        if c.get("applicable"):
+            tied.setdefault((c.get("index"), c.get("epsilon"), c.get("mu")), []).append(c)
+    rows = [["-" if index is None else str(index), " = ".join(str(c.get("name")) for c in group), "yes",
+             _plain_num(epsilon, ".4g"), _plain_num(mu, ".4g"),
+             ("certified (" + str(next(c.get("name") for c in group if c.get("chosen")))
+              + ")" if len(group) > 1 else "certified") if any(c.get("chosen") for c in group) else "", ""]
+            for (index, epsilon, mu), group in tied.items()]
     rows += [[_positions_text(where, positions), name, "no", "n/a", "n/a", "", reason]
              for (name, reason), where in skipped.items()]
     return rows
@@ -346,6 +563,7 @@ def markdown(result: Result) -> str:
     lines = [f"# {md(result.title)}", "", f"**Verdict: {md(result.verdict)}.** "
              + md(verdict_sentence(result)), ""]
     lines += [f"**{md(sentence)}**\n" for sentence in notable_sentences(result)]
+    lines += [f"{md(sentence)}\n" for sentence in band_sentences(result)]
     lines += ["> " + md(gdp_sentence(result)), "", "## How to read this report", ""]
     if result.one_run:
         lines[-2:-2] = one_run_lines(result)
@@ -369,13 +587,9 @@ def markdown(result: Result) -> str:
     lines += [f"## Claims{where}", ""]
     lines += _table(["claim", "index", "relation", "applicable", "epsilon", "tightness", "slack", "source"],
                     claims_rows(result.claims, result.tightness, result.empirical.epsilon_lower_bound))
-    slack = result.theory_slack or {}
-    if slack.get("tightest"):
-        exact = (f"; it is {num(slack['tightest_over_exact'], '.3g')} times the exact value of this instance"
-                 if slack.get("tightest_over_exact") else "")
-        lines += ["", f"Theory slack: the tightest valid claim is {md(slack['tightest'])} "
-                      f"(epsilon {num(slack.get('tightest_epsilon'))}){exact}; the slack column is each claim "
-                      "divided by it."]
+    slack = theory_slack_sentence(result)
+    if slack:
+        lines += ["", md(slack)]
     lines += ["", "## By canary index", ""]
     lines += _table([title for _, title in INDEX_COLUMNS],
                     [[row[key] for key, _ in INDEX_COLUMNS] for row in index_rows(result)])

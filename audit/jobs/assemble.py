@@ -21,7 +21,7 @@ from dpaudit.auditing.statistics.certify import PROFILE_EPSILONS
 from dpaudit.auditing.statistics.verdict import combine, compare
 from dpaudit.core.errors import NotExact
 from dpaudit.mechanisms.accounting.builders import evaluated_claims, pair_claims_for
-from dpaudit.mechanisms.accounting.claims import evaluate_claims
+from dpaudit.mechanisms.accounting.claims import evaluate_claims, shows_profile
 from dpaudit.mechanisms.accounting.instances import exact_delta_curve, exact_epsilon, exact_laws, likelihood_ratio_law
 from dpaudit.mechanisms.accounting.score_law import ScoreLaw
 
@@ -29,6 +29,9 @@ __all__ = ["CLAIMED", "assemble", "claim_entries", "claimed_entry"]
 
 #: The name of the claim a caller gives with the audit (``claimed_epsilon``: ``assert_private``'s ``epsilon``)
 CLAIMED = "claimed_epsilon"
+#: Why an instance's exact value is not given at ``delta = 0``.
+EXACT_AT_ZERO = ("not computed at delta = 0: the numerical accountant's delta(eps) carries an error bound "
+                 "(docs/theory.md 5.2), so where it reaches 0 exactly is not known")
 
 
 def _exact(pair: CanaryPair, delta: float, certified: int,
@@ -38,12 +41,15 @@ def _exact(pair: CanaryPair, delta: float, certified: int,
         laws = exact_laws(pair.mechanism, pair.dataset_a, pair.dataset_b)
     except NotExact:
         return None
-    value = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, delta, laws=laws)
     ceiling = exact_ceiling_band(*likelihood_ratio_law(laws), trials=certified, delta=delta, confidence=confidence)
+    # at delta = 0 the answer is where the numerical delta(eps) reaches 0 exactly, which its error (docs/theory.md
+    # 5.2) decides: no value is given there
+    value = exact_epsilon(pair.mechanism, pair.dataset_a, pair.dataset_b, delta, laws=laws) if delta > 0 else None
     claim = ClaimEntry(
         name="exact-instance", citation="numerical E_gamma of this instance (docs/theory.md 5, exact1d)",
-        relation=str(pair.relation), kind="exact-instance", applicable=True, reason="", index=pair.index,
-        epsilon=value if value != float("inf") else None, delta=delta,
+        relation=str(pair.relation), kind="exact-instance", applicable=value is not None,
+        reason="" if value is not None else EXACT_AT_ZERO, index=pair.index,
+        epsilon=value if value is not None and value != float("inf") else None, delta=delta,
         notes=("the exact value of this instance (a lower bound on the worst case), not a guarantee",),
         profile={"epsilons": list(PROFILE_EPSILONS),
                  "deltas": exact_delta_curve(pair.mechanism, pair.dataset_a, pair.dataset_b, PROFILE_EPSILONS,
@@ -73,7 +79,7 @@ def claim_entries(mechanism, index: int | None, delta: float, pair: CanaryPair |
     if own is None:  # the usual claims, evaluated once per description, position and delta
         return list(evaluated_claims(description, index, delta=delta, profile_epsilons=PROFILE_EPSILONS))
     entries = evaluate_claims(own, delta=delta)
-    return [entry.replace(profile=claim.profile(PROFILE_EPSILONS)) if entry.applicable else entry
+    return [entry.replace(profile=claim.profile(PROFILE_EPSILONS)) if shows_profile(claim, entry) else entry
             for claim, entry in zip(own, entries)]
 
 

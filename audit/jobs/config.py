@@ -379,6 +379,9 @@ def load_configs(paths: list[str | Path]) -> list[AuditConfig]:
     configs: list[AuditConfig] = []
     for path in paths:
         file = Path(path)
+        if file.is_dir():
+            shown = str(path).rstrip("/")
+            raise ConfigError(f"{path}: a directory, not a config file; name the files (e.g. {shown}/*.toml)")
         if not file.is_file():
             raise ConfigError(f"{path}: no such config file")
         if file.stat().st_size > MAX_CONFIG_BYTES:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,7 +21,10 @@ import numpy as np
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
 from dpaudit.attacks.scores import AUTO, Score, registered_scores, resolve_scores, score_needs_calibration
 from dpaudit.auditing.jobs.fingerprint import code_fingerprint, object_fingerprint
+from dpaudit.auditing.jobs.parts import calibration_trials
+from dpaudit.auditing.statistics.budget import check_budget
 from dpaudit.auditing.statistics.certify import Estimator, check_estimators
+from dpaudit.auditing.statistics.portfolio import PORTFOLIO_CALIBRATION
 from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS, AuditSettings, check_setting
 from dpaudit.core.errors import ParameterError
 from dpaudit.core.kinds import Relation
@@ -106,6 +110,28 @@ class AuditJob:
         object.__setattr__(self, "estimators", check_estimators(self.estimators))
         if self.calibration_chunk is not None:
             check_setting("chunk_size", self.calibration_chunk)
+        self._check_calibration()
+
+    def _check_calibration(self) -> None:
+        """Refuse, before any trial, a portfolio whose calibration part is too small to choose on
+        (``PORTFOLIO_CALIBRATION`` trials per dataset), naming ``trials`` and the least that works."""
+        trials, fraction = self.settings.trials, self.settings.calibration_fraction
+        calibration = calibration_trials(trials, fraction)
+        if len(self.scores) == 1 or calibration >= PORTFOLIO_CALIBRATION:
+            return
+        requested = self.description.get("attack", {}).get("score", AUTO)
+        shown = f"score={requested!r}" if isinstance(requested, str) else f"{len(self.scores)} scores"
+        least = PORTFOLIO_CALIBRATION / fraction
+        if least < 2**53:  # the least trials at this fraction, past a rounding of the share
+            least = math.ceil(least)
+            while calibration_trials(least, fraction) < PORTFOLIO_CALIBRATION:
+                least += 1
+            remedy = f"use trials >= {least}, a larger calibration_fraction, or one score"
+        else:
+            remedy = f"use calibration_fraction >= {PORTFOLIO_CALIBRATION / trials:.3g}, or one score"
+        raise ParameterError(
+            f"trials={trials} sets aside {calibration} calibration trials per dataset (calibration_fraction="
+            f"{fraction:g}), and a portfolio of scores ({shown}) needs at least {PORTFOLIO_CALIBRATION}: {remedy}")
 
     @property
     def calibration_chunk_size(self) -> int:
@@ -150,7 +176,18 @@ class AuditJob:
 
     @property
     def audit_id(self) -> str:
-        """Hash of the description, the settings, every pair's datasets and the code fingerprint."""
+        """The id of this audit's result and reports: :attr:`draws_id`, and for a sequential audit a hash of it
+        and of its looks. A sequential audit certifies other figures from the same trials (each look pays for
+        itself: ``audit.statistics.sequential``), so it is another audit, with its own id and report names;
+        it reads and writes the same stored chunks as the audit without looks (:attr:`draws_id`)."""
+        if not self.sequential:
+            return self.draws_id
+        return hashlib.sha256(f"{self.draws_id}/sequential".encode()).hexdigest()[:16]
+
+    @property
+    def draws_id(self) -> str:
+        """Hash of the description, the settings, every pair's datasets and the code fingerprint: what is drawn,
+        and the key of the stored chunks (the id of the audit without looks)."""
         digest = hashlib.sha256()
         drawn = {} if self.calibration_chunk in (None, self.settings.chunk_size) else {
             "calibration_chunk": self.calibration_chunk}  # only where it changes what is drawn: other ids stay
@@ -211,6 +248,8 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
     unknown = sorted(set(settings) - set(AUDIT_DEFAULTS))
     if unknown:
         raise ParameterError(f"unknown audit setting {unknown[0]!r} (valid: {', '.join(AUDIT_DEFAULTS)})")
+    checked = AuditSettings(**settings)  # every setting refused or accepted before anything is built
+    scores = resolve_scores(AUTO if score is None else score)
     if pair is not None:
         mechanism = mechanism or pair.mechanism
         pairs, canary_table = (pair,), {"kind": pair.kind, "index": pair.index}
@@ -226,7 +265,11 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
         canary_table = {"kind": "dataset-pair"}
     else:
         spec = _canary_spec(canary, index)
-        pairs = tuple(spec.build(mechanism, position) for position in spec.indices(mechanism))
+        positions = spec.indices(mechanism)
+        # sizes refused naming the parameter before any dataset is built (run_audits checks again with its options)
+        check_budget(mechanism, len(positions), checked,
+                     fitted=len(scores) > 1 or score_needs_calibration(scores[0]))
+        pairs = tuple(spec.build(mechanism, position) for position in positions)
         schedule = ("every", "steps", "directions")  # kept only when given: unscheduled audits keep their ids
         canary_table = {key: getattr(spec, key) for key in spec.__dataclass_fields__
                         if key not in schedule or getattr(spec, key) is not None}
@@ -235,12 +278,11 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
                 canary_table[key] = [list(v) if isinstance(v, tuple) else v for v in canary_table[key]]
         canary_table["pair"] = spec.pair_for(mechanism)
         canary_table["direction"] = list(spec.direction) if isinstance(spec.direction, tuple) else spec.direction
-    scores = resolve_scores(AUTO if score is None else score)
     names = [s.name for s in scores]
     shown = AUTO if score is None or score == AUTO else (names[0] if len(names) == 1 else names)
     description = {"mechanism": {"name": mechanism.name, **mechanism.params}, "canary": canary_table,
                    "attack": {"score": shown}}
-    return AuditJob(mechanism, pairs, scores, AuditSettings(**settings),
+    return AuditJob(mechanism, pairs, scores, checked,
                     title or f"{mechanism.label} audit", description, estimators=tuple(estimators),
                     sequential=bool(sequential), claimed_epsilon=claimed_epsilon,
                     calibration_chunk=calibration_chunk)

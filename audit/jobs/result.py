@@ -30,7 +30,11 @@ __all__ = ["SCHEMA_VERSION", "AuditResult", "ClaimEntry", "Empirical", "Estimate
 
 #: Version 2: ``empirical.trials`` is always the number of trials per dataset (an int), and
 #: results record the code fingerprint (``code_fingerprint``) that produced them.
-SCHEMA_VERSION = 2
+#: Version 3: ``claims[].applicable`` is never true of a reference (``kind`` ``"reference"`` or
+#: ``"lower-bound"``): the applicable claims are bounds; a reference keeps its ``epsilon``. A sequential
+#: audit (``dpaudit check``) has an id of its own (``sequential.same_trials_as`` names the audit of the same
+#: trials without looks).
+SCHEMA_VERSION = 3
 
 
 class ResultError(DPAuditError):
@@ -152,6 +156,12 @@ class IndexResult:
         """True when the certified bound lies above the band's top: notable, said in every report."""
         return (self.ceiling_band is not None
                 and self.empirical.epsilon_lower_bound > self.ceiling_band[1])
+
+    @property
+    def below_ceiling_band(self) -> bool:
+        """True when the certified bound lies below the band's bottom: the test is weaker than the ideal one."""
+        return (self.ceiling_band is not None
+                and self.empirical.epsilon_lower_bound < self.ceiling_band[0])
 
     @classmethod
     def from_dict(cls, entry: Mapping[str, Any]) -> "IndexResult":

@@ -94,7 +94,8 @@ class RunOptions:
 @dataclasses.dataclass
 class _Plan:
     job: AuditJob
-    audit_id: str
+    audit_id: str  # the result's id; chunks are stored under ``draws_id`` (shared by ``run`` and ``check``)
+    draws_id: str
     pairs: dict[int, CanaryPair]
     n_cal: int
     n_cert: int
@@ -191,21 +192,20 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
         plans = []
         for job in jobs:
             n_cal = calibration_trials(job.settings.trials, job.settings.calibration_fraction)
-            audit_id = job.audit_id
             n_chunks = len(chunk_sizes(job.settings.trials - n_cal, job.settings.chunk_size))
             looks = plan_looks(n_chunks, job.settings.confidence) if job.sequential \
                 else Looks((n_chunks,), job.settings.confidence)
-            plan = _Plan(job, audit_id, {pair.index or 0: pair for pair in job.pairs}, n_cal,
+            plan = _Plan(job, job.audit_id, job.draws_id, {pair.index or 0: pair for pair in job.pairs}, n_cal,
                          job.settings.trials - n_cal, looks=looks)
-            store.register_audit(audit_id, job.title, dict(job.description), code_version())
+            store.register_audit(plan.draws_id, job.title, dict(job.description), code_version())
             plans.append(plan)
-        audit_of = {number: plan.audit_id for number, plan in enumerate(plans)}
-        reused = {plan.audit_id: store.finished_chunks(plan.audit_id) for plan in plans}
+        audit_of = {number: plan.draws_id for number, plan in enumerate(plans)}  # the chunks' key
+        reused = {plan.draws_id: store.finished_chunks(plan.draws_id) for plan in plans}
         owner = new_owner()
         # tqdm loads for a run that shows progress
         from tqdm import tqdm
 
-        total = sum(_pending(plan, part, reused[plan.audit_id]) for plan in plans for part in ("cal", "cert"))
+        total = sum(_pending(plan, part, reused[plan.draws_id]) for plan in plans for part in ("cal", "cert"))
         try:
             with execution_backend(options) as n_jobs, tqdm(total=total, desc="sampling", unit="chunk", file=sys.stderr,
                                                    disable=not options.progress, smoothing=0.1) as bar, \
@@ -215,8 +215,8 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
                     _fit_scores(plan, store)
                 widened = [plan for plan in plans if _widen(plan)]
                 if widened:  # a fitted score asked for a larger calibration part: drawn, then every score refitted
-                    done = {plan.audit_id: store.finished_chunks(plan.audit_id) for plan in plans}
-                    bar.total = bar.n + sum(_pending(plan, part, done[plan.audit_id]) for plan in plans
+                    done = {plan.draws_id: store.finished_chunks(plan.draws_id) for plan in plans}
+                    bar.total = bar.n + sum(_pending(plan, part, done[plan.draws_id]) for plan in plans
                                             for part in ("cal", "cert"))
                     computed += _execute(_tasks(widened, "cal", done, numbers=[plans.index(p) for p in widened]),
                                          store, n_jobs, bar, "calibration", audit_of, owner)
@@ -227,8 +227,8 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
                 while len(results) < len(plans):  # one stage per planned look (one for audits that do not look)
                     limits = {n: plan.looks.chunks[min(stage, plan.looks.count - 1)]
                               for n, plan in enumerate(plans) if n not in results}
-                    done = {plan.audit_id: store.finished_chunks(plan.audit_id) for plan in plans}
-                    bar.total = bar.n + sum(_pending(plan, part, done[plan.audit_id]) for plan in plans
+                    done = {plan.draws_id: store.finished_chunks(plan.draws_id) for plan in plans}
+                    bar.total = bar.n + sum(_pending(plan, part, done[plan.draws_id]) for plan in plans
                                             for part in ("cal", "cert"))
                     computed += _execute(_tasks(plans, "cert", done, limits), store, n_jobs, bar, "certification",
                                          audit_of, owner)
@@ -264,14 +264,15 @@ def _result(plan: _Plan, store: Store, look: int, computed: Counter, started: fl
     """Certify ``plan`` on its certification chunks up to ``look`` (every chunk for an audit that does not look)."""
     limit = plan.looks.chunks[look]
     used = plan.n_cal + sum(chunk_sizes(plan.n_cert, plan.job.settings.chunk_size)[:limit])
-    total = len(store.finished_chunks(plan.audit_id))
+    total = len(store.finished_chunks(plan.draws_id))
     return assemble(plan.job, store_sources(plan, store, limit), chosen=plan.chosen, candidates=plan.candidates,
                     timings={"seconds": time.perf_counter() - started,
-                             "chunk_seconds": store.chunk_seconds(plan.audit_id),
-                             "chunks_computed": computed[plan.audit_id],
-                             "chunks_reused": total - computed[plan.audit_id]},
+                             "chunk_seconds": store.chunk_seconds(plan.draws_id),
+                             "chunks_computed": computed[plan.draws_id],
+                             "chunks_reused": total - computed[plan.draws_id]},
                     store=str(options.store), confidence=plan.looks.confidence_at(look), trials=used,
-                    sequential=plan.looks.record(look, used) if plan.job.sequential else None,
+                    sequential={**plan.looks.record(look, used), "same_trials_as": plan.draws_id}
+                    if plan.job.sequential else None,
                     calibration=plan.n_cal)
 
 
@@ -337,7 +338,7 @@ def _tasks(plans: list[_Plan], part: str, reused: dict[str, set],
                     key = (index, side, part, chunk)
                     if limits is not None and chunk >= limits[number]:
                         break
-                    if key not in reused[plan.audit_id]:
+                    if key not in reused[plan.draws_id]:
                         tasks.append(_Task(number, pair, key, trials, plan.job.settings.seed, scorer))
     return tasks
 
@@ -347,8 +348,8 @@ def _fit_scores(plan: _Plan, store: Store) -> None:
     settings = plan.job.settings
     for index, pair in plan.pairs.items():
         if _fitted(plan):
-            cal_a = store.get_chunks(plan.audit_id, index, "a", "cal")
-            cal_b = store.get_chunks(plan.audit_id, index, "b", "cal")
+            cal_a = store.get_chunks(plan.draws_id, index, "a", "cal")
+            cal_b = store.get_chunks(plan.draws_id, index, "b", "cal")
             score, plan.scorers[index], plan.candidates[index] = choose_score(
                 plan.job.scores, pair, cal_a, cal_b, seed=settings.seed, delta=settings.delta,
                 confidence=settings.confidence, planned=plan.n_cert)

@@ -2,7 +2,7 @@
 
 Calibration scores (or, for a score with a known law, scores drawn from that
 law) to choose thresholds on, and the certification chunks one at a time.
-``plan`` is the runner's plan of one audit (``audit.jobs.runner``): its id, job,
+``plan`` is the runner's plan of one audit (``audit.jobs.runner``): the id its chunks are stored under, job,
 fitted scorers, canary pairs and number of certification trials.
 """
 
@@ -36,8 +36,8 @@ class StoreSource:
                 return reference(self.plan.n_cert, self.plan.job.settings.seed)
             except NotExact:
                 pass
-        cal_a = self.store.get_chunks(self.plan.audit_id, self.index, "a", "cal")
-        cal_b = self.store.get_chunks(self.plan.audit_id, self.index, "b", "cal")
+        cal_a = self.store.get_chunks(self.plan.draws_id, self.index, "a", "cal")
+        cal_b = self.store.get_chunks(self.plan.draws_id, self.index, "b", "cal")
         if self.plan.job.fitted:
             return self.plan.scorers[self.index](cal_a), self.plan.scorers[self.index](cal_b)
         return cal_a, cal_b
@@ -55,7 +55,7 @@ class StoreSource:
 
     def chunks(self, side: str) -> Iterator[np.ndarray]:
         """The first ``limit`` certification chunks (all of them, unless the audit stops at a look)."""
-        return itertools.islice(self.store.iter_chunks(self.plan.audit_id, self.index, side, "cert"), self.limit)
+        return itertools.islice(self.store.iter_chunks(self.plan.draws_id, self.index, side, "cert"), self.limit)
 
 
 def store_sources(plan, store: Store, limit: int) -> dict[int, StoreSource]:

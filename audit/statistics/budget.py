@@ -143,6 +143,9 @@ def check_budget(mechanism: Mechanism, positions: int, settings: AuditSettings, 
 def _culprit(mechanism: Mechanism, positions: int, settings: AuditSettings, largest: str) -> str:
     """The key to blame: the parameter behind the dominant memory term."""
     if largest == "data":
+        if mechanism.record_dim > (mechanism.n_records or 1):  # wide records, not many of them
+            size_name, size = mechanism.size_parameter
+            return f"[mechanism] {size_name}={size}"
         if positions > 1:
             return f"[canary] index ({positions} positions of n={mechanism.n_records} records)"
         return f"[mechanism] n={mechanism.n_records}"

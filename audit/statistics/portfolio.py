@@ -52,7 +52,12 @@ from dpaudit.auditing.statistics.estimators import epsilon_lower_bound, gdp_lowe
 from dpaudit.auditing.statistics.thresholds import planned_value
 from dpaudit.core.errors import DPAuditError, ParameterError
 
-__all__ = ["Candidate", "SELECTION_FIT", "SELECTION_SHARE", "choose_score", "selection_fit"]
+__all__ = ["Candidate", "PORTFOLIO_CALIBRATION", "SELECTION_FIT", "SELECTION_SHARE", "choose_score",
+           "selection_fit"]
+
+#: Calibration trials per dataset a portfolio needs at least: two halves of 20, each fitted on and judged by the
+#: other (an audit with fewer is refused when it is made, before any trial: ``audit.jobs.job.AuditJob``)
+PORTFOLIO_CALIBRATION = 40
 
 #: Candidates are fitted on at least this many calibration trials per side while choosing (fewer only when
 #: the first half holds fewer), so a small audit chooses on as much as before.
@@ -113,8 +118,11 @@ def _strength(held_a: np.ndarray, held_b: np.ndarray, *, delta: float, confidenc
                             candidates=STRENGTH_CANDIDATES)
         values.append(planned_value(plan, Counts.of(plan, *read), delta=delta, beta=1 - confidence,
                                     planned=budget))
-    value = float(np.mean(values))  # both ways round: half the variance of one
-    return value if np.isfinite(value) else 0.0
+    # both ways round: half the variance of one. A way that plans no bound gives the most negative float
+    # (``conditional_epsilon_estimate``): halves are added, never the two sentinels (an overflow), and a
+    # strength at such a sentinel reads as 0, nothing resolved, as any strength at or below 0 ranks
+    value = 0.5 * values[0] + 0.5 * values[1]
+    return value if np.isfinite(value) and value > -1e300 else 0.0
 
 
 def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, cal_b: np.ndarray, *,
@@ -140,9 +148,9 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
     if len(scores) == 1:
         return scores[0], _fit(scores[0], pair, cal_a, cal_b, seed), ()
     half_a, half_b = len(cal_a) // 2, len(cal_b) // 2
-    if min(half_a, half_b) < 20:
-        raise ParameterError(f"a portfolio of scores needs at least 40 calibration trials per dataset, got "
-                             f"{min(len(cal_a), len(cal_b))}: raise trials or calibration_fraction")
+    if min(len(cal_a), len(cal_b)) < PORTFOLIO_CALIBRATION:
+        raise ParameterError(f"a portfolio of scores needs at least {PORTFOLIO_CALIBRATION} calibration trials per "
+                             f"dataset, got {min(len(cal_a), len(cal_b))}: raise trials or calibration_fraction")
     candidates: list[Candidate] = []
     held: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
     preferred: list[str] = []

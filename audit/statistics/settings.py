@@ -32,7 +32,9 @@ class AuditSettings:
                            "trials per dataset")
     delta: float = _setting(1e-5, lambda v: is_real(v) and 0 <= v < 1, "a number in [0, 1)",
                             "the delta at which epsilon is certified")
-    confidence: float = _setting(0.95, lambda v: is_real(v) and 0 < v < 1, "a number in (0, 1)",
+    # at least 1/2: a bound more likely false than true is no certificate (and below it the splits of the
+    # failure probability over positions, rates and looks leave nothing: 1 - beta / K rounds to 0)
+    confidence: float = _setting(0.95, lambda v: is_real(v) and 0.5 <= v < 1, "a number in [0.5, 1)",
                                  "the confidence of every certified statement")
     seed: int = _setting(0, lambda v: is_integer(v) and v >= 0, "a non-negative integer",
                          "the seed of every chunk's generator")

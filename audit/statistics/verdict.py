@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dpaudit.mechanisms.accounting.entry import ClaimEntry
+from dpaudit.mechanisms.accounting.entry import NEEDS_POSITIVE_DELTA, ClaimEntry
 
 __all__ = ["VERDICTS", "Comparison", "applicable_bounds", "combine", "compare"]
 
@@ -99,6 +99,11 @@ def compare(lower_bound: float, claims: Sequence[ClaimEntry], relation: str | No
                   + ", ".join(f"{c.name} ({c.epsilon:.4g})" for c in compared if c.name in violations))
     elif tightest is None:
         verdict, reason = "inconclusive", f"no applicable claim for the {relation} relation"
+        at_zero = [c for c in claims if c.reason == NEEDS_POSITIVE_DELTA
+                   and (relation is None or str(c.relation) == str(relation))]
+        if at_zero:
+            reason += (f" at delta = 0: {', '.join(dict.fromkeys(c.name for c in at_zero))} "
+                       f"{'needs' if len(at_zero) == 1 else 'need'} delta > 0")
     elif lower_bound <= 0:
         verdict, reason = "inconclusive", "nothing was certified (epsilon lower bound 0): more trials or a stronger attack"
     else:

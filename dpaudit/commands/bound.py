@@ -92,11 +92,12 @@ def _print_table(document: dict[str, Any]) -> None:
     quantity = "epsilon" if document["delta"] is not None else "delta"
     for entry in document["claims"]:
         value = entry[quantity]
-        shown = "n/a" if not entry["applicable"] else ("inf" if value is None else f"{value:.6g}")
+        valued = entry["applicable"] or value is not None  # a reference keeps its value, never applicable
+        shown = "n/a" if not valued else ("inf" if value is None else f"{value:.6g}")
         index = "" if entry["index"] is None else f" [t={entry['index']}]"
         out.write(f"  {entry['name']:<28}{index:<9} {quantity}={shown:<12} {entry['relation']}\n")
         if not entry["applicable"]:
-            out.write(f"      not applicable: {entry['reason']}\n")
+            out.write(f"      {'' if valued else 'not applicable: '}{entry['reason']}\n")
         for note in entry["notes"]:
             out.write(f"      note: {note}\n")
     for row in document.get("per_index", []):

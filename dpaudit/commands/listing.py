@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any
 
@@ -44,8 +45,15 @@ def _run(args: argparse.Namespace) -> int:
     for entry in document["mechanisms"]:
         out.write(f"\n  {entry['name']}: {entry['summary']}\n")
         for p in entry["params"]:
-            default = "required" if p["required"] else f"default {p['default']!r}"
-            out.write(f"      {p['name']:<12} {p['doc']} ({default})\n")
+            if p["required"]:
+                shown = " (required)"
+            elif p["default"] is not None:
+                shown = f" (default {p['default']!r})"
+            elif re.search(r"\bdefault\b|\bNone\b", str(p["doc"])):  # the doc says what unset means
+                shown = ""
+            else:
+                shown = " (optional)"
+            out.write(f"      {p['name']:<12} {p['doc']}{shown}\n")
     for section in ("canaries", "scores", "estimators"):
         if section in document:
             out.write(f"\n{section.capitalize()}\n")

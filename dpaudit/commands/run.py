@@ -14,14 +14,23 @@ if TYPE_CHECKING:
 
 
 def _summary(results: list["AuditResult"]) -> None:
-    """One row per audit (the whole title, last), then its verdict's reason."""
+    """One row per audit (the whole title, last), then its verdict's reason, and for a sequential audit how it
+    looked (the words of the report's headline)."""
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
+    from dpaudit.reports.text import looks_text
+
     err = sys.stderr
-    err.write(f"{'audit':<18} {'eps >=':>8} {'mu(GDP)':>8} {'verdict':<12} title\n")
+    err.write(f"{'audit':<18} {'eps >=':>8} {'mu(GDP)':>8} {'conf':>6} {'verdict':<12} title\n")
     for result in results:
         emp = result.empirical
         err.write(f"{result.audit_id:<18} {emp.epsilon_lower_bound:>8.4f} {emp.mu_lower_bound:>8.4f} "
-                  f"{result.verdict:<12} {result.title}\n")
+                  f"{emp.confidence:>6.4g} {result.verdict:<12} {result.title}\n")
         err.write(f"{'':<18} {result.verdict_reason}\n")
+        looks = looks_text(result)
+        if looks:
+            same = result.sequential.get("same_trials_as")
+            err.write(f"{'':<18} confidence {emp.confidence:g} over the {looks}"
+                      + (f"; without looks (dpaudit run): {same}" if same else "") + "\n")
 
 
 def _write_outputs(documents: list["AuditResult"], out: str) -> list[str]:

@@ -40,9 +40,9 @@ def ladder_table(results) -> str:
             result.per_index, key=lambda r: r.empirical.epsilon_lower_bound)
         claims = []
         for claim in row.claims:
-            if claim.applicable:
-                kind = {"lower-bound": " (lower bound, a reference)", "exact-instance": " (exact value)"}.get(
-                    claim.kind, "")
+            if claim.applicable or claim.epsilon is not None:  # a reference keeps its value, never applicable
+                kind = {"lower-bound": " (lower bound, a reference)", "exact-instance": " (exact value)",
+                        "reference": " (a reference, not a bound)"}.get(claim.kind, "")
                 claims.append(f"<li><b>{escape(claim.name)}</b> {_number(claim.epsilon)}{escape(kind)}</li>")
             else:
                 claims.append(f"<li><b>{escape(claim.name)}</b> not applicable: {escape(claim.reason)}</li>")

@@ -3,7 +3,10 @@
 A :class:`Claim` carries a name, a citation, the neighbouring relation it
 assumes, the canary index for per-index bounds, and two pure functions,
 ``epsilon(delta)`` and ``delta(epsilon)``. A claim whose assumptions fail is
-kept, marked ``applicable=False`` with the reason, and never evaluated.
+kept, marked ``applicable=False`` with the reason, and never evaluated. A
+reference (a value beside the bounds, :data:`REFERENCE_KINDS`) is evaluated
+but never applicable, so the applicable claims are the bounds; a claim with no
+finite epsilon at ``delta = 0`` is not applicable there, with the reason.
 
 A mechanism describes what it does (``accounting.descriptions``); the
 builders of :mod:`dpaudit.mechanisms.accounting.builders` turn a
@@ -20,12 +23,14 @@ from typing import Any
 import numpy as np
 
 from dpaudit.mechanisms.accounting.conversions import cks_delta, cks_epsilon
-from dpaudit.mechanisms.accounting.entry import ClaimEntry
+from dpaudit.mechanisms.accounting.entry import NEEDS_POSITIVE_DELTA, REFERENCE_KINDS, ClaimEntry
 from dpaudit.mechanisms.accounting.profiles import bisect_decreasing
 
 __all__ = [
     "Claim",
     "ClaimEntry",
+    "NEEDS_POSITIVE_DELTA",
+    "REFERENCE_KINDS",
     "RELATIONS",
     "evaluate_claims",
     "delta_for_epsilon",
@@ -33,6 +38,7 @@ __all__ = [
     "not_applicable",
     "profile_claim",
     "rdp_claim",
+    "shows_profile",
 ]
 
 RELATIONS = ("replace-one", "add-remove")
@@ -58,13 +64,23 @@ class Claim:
         Canary position for per-index claims (1-based).
     kind : str
         ``"upper-bound"``, or ``"exact-instance"`` for the exact value of one
-        instance (a lower bound on the worst case, not a guarantee).
+        instance (a lower bound on the worst case, not a guarantee). The kinds of
+        :data:`REFERENCE_KINDS` (``"reference"``, ``"lower-bound"``) are never applicable:
+        their value is kept (:attr:`shows_value`) and the reason says what they are.
     condition : callable or None
         ``condition(epsilon, delta) -> reason or None``: assumptions that
         depend on the point of evaluation.
     compare_with : str or None
         Name of an accountant for the same mechanism and noise: evaluation
         notes when this claim is smaller (that accountant does not support it).
+    covers_delta_zero : bool
+        True when ``epsilon_fn`` is defined at ``delta = 0`` (a pure-DP bound such as
+        Laplace's, or a stated ``(epsilon, delta)``). Any other claim, evaluated at
+        ``delta = 0``, is not applicable with :data:`NEEDS_POSITIVE_DELTA` as the
+        reason, and ``epsilon(0)`` is ``inf``: none of its functions is called there.
+    shows_value : bool
+        Set for a claim of :data:`REFERENCE_KINDS` whose assumptions hold: not
+        applicable, yet evaluated (its value and profile are shown beside the claims).
     """
 
     name: str
@@ -79,16 +95,33 @@ class Claim:
     condition: Callable[[float | None, float | None], str | None] | None = dataclasses.field(
         default=None, repr=False, compare=False)
     compare_with: str | None = None
+    covers_delta_zero: bool = False
+    shows_value: bool = dataclasses.field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        if self.kind in REFERENCE_KINDS and self.applicable:  # a value to show, not a bound to rely on
+            what = REFERENCE_KINDS[self.kind]
+            object.__setattr__(self, "applicable", False)
+            object.__setattr__(self, "shows_value", True)
+            object.__setattr__(self, "reason", f"{what}: {self.reason}" if self.reason else what)
+
+    @property
+    def valued(self) -> bool:
+        """True when the claim is evaluated: applicable, or a reference whose assumptions hold."""
+        return self.applicable or self.shows_value
 
     def epsilon(self, delta: float) -> float:
-        """``epsilon(delta)`` (rounded up); ``nan`` when not applicable."""
-        if not self.applicable or self.epsilon_fn is None:
+        """``epsilon(delta)`` (rounded up); ``nan`` when not evaluated; ``inf`` at ``delta = 0`` unless the
+        claim covers it (:attr:`covers_delta_zero`)."""
+        if not self.valued or self.epsilon_fn is None:
             return math.nan
+        if float(delta) <= 0.0 and not self.covers_delta_zero:
+            return math.inf
         return float(self.epsilon_fn(float(delta)))
 
     def delta(self, epsilon: float) -> float:
-        """``delta(epsilon)``, capped at 1; ``nan`` when not applicable."""
-        if not self.applicable or self.delta_fn is None:
+        """``delta(epsilon)``, capped at 1; ``nan`` when not evaluated."""
+        if not self.valued or self.delta_fn is None:
             return math.nan
         return float(min(max(self.delta_fn(float(epsilon)), 0.0), 1.0))
 
@@ -101,15 +134,19 @@ class Claim:
             Frozen; its :meth:`ClaimEntry.to_dict` is the JSON entry of docs/design.md.
         """
         reason = self.reason
-        applicable = self.applicable
-        if applicable and self.condition is not None:
+        valued = self.valued
+        if valued and delta is not None and float(delta) <= 0.0 and not (
+                self.covers_delta_zero and self.epsilon_fn is not None
+                and math.isfinite(self.epsilon(0.0))):  # checked before any point condition reads delta
+            valued, reason = False, NEEDS_POSITIVE_DELTA
+        if valued and self.condition is not None:
             failed = self.condition(epsilon, delta)
             if failed:
-                applicable, reason = False, failed
+                valued, reason = False, failed
         fields: dict[str, Any] = {"name": self.name, "citation": self.citation, "relation": str(self.relation),
-                                  "kind": self.kind, "applicable": applicable, "reason": reason,
+                                  "kind": self.kind, "applicable": valued and self.applicable, "reason": reason,
                                   "index": self.index, "epsilon": None, "delta": None}
-        if not applicable:
+        if not valued:
             return ClaimEntry(**fields)
         notes: list[str] = []
         if delta is not None:
@@ -130,6 +167,12 @@ class Claim:
     def profile(self, epsilons) -> dict[str, list[float]]:
         """``{"epsilons": [...], "deltas": [delta(e) for e in epsilons]}`` (the figures' privacy profile)."""
         return {"epsilons": [float(e) for e in epsilons], "deltas": [self.delta(e) for e in epsilons]}
+
+
+def shows_profile(claim: Claim, entry: ClaimEntry) -> bool:
+    """True when ``entry`` (``claim`` evaluated) gets the claim's privacy profile for the figures: an applicable
+    claim, a reference, or a claim whose only fault is the point ``delta = 0``."""
+    return claim.valued and (entry.applicable or claim.shows_value or entry.reason == NEEDS_POSITIVE_DELTA)
 
 
 def evaluate_claims(claims: list[Claim], *, delta: float | None = None,
@@ -174,7 +217,7 @@ def fixed_claim(name: str, citation: str, relation: str, epsilon: float, delta: 
     eps0, delta0 = float(epsilon), float(delta)
     return Claim(name, citation, relation,
                  epsilon_fn=lambda d: eps0 if d >= delta0 else math.inf,
-                 delta_fn=lambda e: delta0 if e >= eps0 else 1.0)
+                 delta_fn=lambda e: delta0 if e >= eps0 else 1.0, covers_delta_zero=True)
 
 
 def not_applicable(name: str, citation: str, relation: str, reason: str,
@@ -195,9 +238,12 @@ def rdp_claim(name: str, citation: str, relation: str, orders: np.ndarray, rdp: 
 
 def profile_claim(name: str, citation: str, relation: str,
                   log_delta: Callable[[np.ndarray], np.ndarray], index: int | None = None,
-                  upper: float = 500.0, **extra: Any) -> Claim:
-    """A claim from a log privacy profile ``log delta(eps)`` (non-increasing in eps)."""
+                  upper: float = 500.0, pure_epsilon: float | None = None, **extra: Any) -> Claim:
+    """A claim from a log privacy profile ``log delta(eps)`` (non-increasing in eps); ``pure_epsilon``, where
+    the profile reaches 0 (a pure-DP bound, as randomized response's ``eps0``), is its epsilon at ``delta = 0``."""
     def epsilon_fn(delta: float) -> float:  # rounded up, checked against delta_fn itself
+        if delta <= 0.0:  # only reached with pure_epsilon (covers_delta_zero)
+            return float(pure_epsilon)
         return float(bisect_decreasing(log_delta, np.array(math.log(delta)), np.array(upper),
                                        holds=lambda e: delta_fn(e) <= delta))
 
@@ -205,4 +251,4 @@ def profile_claim(name: str, citation: str, relation: str,
         return float(np.exp(np.minimum(log_delta(np.array(epsilon)), 0.0)))
 
     return Claim(name, citation, relation, index=index, epsilon_fn=epsilon_fn,
-                 delta_fn=delta_fn, **extra)
+                 delta_fn=delta_fn, covers_delta_zero=pure_epsilon is not None, **extra)

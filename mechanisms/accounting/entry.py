@@ -6,7 +6,14 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ClaimEntry", "as_plain"]
+__all__ = ["NEEDS_POSITIVE_DELTA", "REFERENCE_KINDS", "ClaimEntry", "as_plain"]
+
+#: Kinds of entries that are not upper bounds, and what each is: listed with their value where they have one,
+#: never ``applicable``, so a verdict, and code that keeps the applicable claims, sees bounds only.
+REFERENCE_KINDS = {"reference": "a reference, not a bound",
+                   "lower-bound": "a lower bound on the true epsilon, not a guarantee"}
+#: Why a claim is not applicable at ``delta = 0`` (the reason of every claim without a pure-DP form).
+NEEDS_POSITIVE_DELTA = "needs delta > 0: this bound is stated for delta > 0 only (an (epsilon, delta) bound)"
 
 
 def as_plain(value: Any) -> Any:
@@ -27,7 +34,8 @@ class ClaimEntry:
     name, citation, relation, kind, applicable, reason, index
         As in :class:`Claim` (``applicable`` and ``reason`` after any point condition).
     epsilon, delta : float or None
-        The claim's epsilon at ``delta`` (``None`` when not applicable or vacuous).
+        The claim's epsilon at ``delta`` (``None`` when not applicable or vacuous; a reference of
+        :data:`REFERENCE_KINDS`, never applicable, keeps its value).
     notes : tuple of str
         Remarks (vacuous values, a paper claim below its accountant).
     slack : float or None

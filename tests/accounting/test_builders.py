@@ -17,7 +17,8 @@ import pytest
 import dpaudit
 from dpaudit.core.kinds import Relation
 from dpaudit.mechanisms.accounting.builders import BUILDERS, _built, builder_for, claims_for, evaluated_claims
-from dpaudit.mechanisms.accounting.claims import Claim
+from dpaudit.mechanisms.accounting.claims import Claim, evaluate_claims
+from dpaudit.mechanisms.accounting.entry import NEEDS_POSITIVE_DELTA, REFERENCE_KINDS
 from dpaudit.mechanisms.accounting.descriptions import (
     FixedGuarantee,
     GaussianGuarantee,
@@ -97,9 +98,13 @@ def test_every_claim_keeps_the_contract(name):
         assert isinstance(claim, Claim) and claim.name and claim.citation
         assert str(claim.relation) in relations
         entry = claim.evaluate(delta=1e-5)  # conditions that depend on the point applied
+        # a reference (REFERENCE_KINDS) is never applicable: code keeping the applicable claims gets bounds only
+        assert not (claim.kind in REFERENCE_KINDS and (claim.applicable or entry.applicable)), claim.name
         if not entry.applicable:
             assert entry.reason, claim.name
-            assert claim.applicable or math.isnan(claim.epsilon(1e-5))
+            assert claim.applicable or claim.shows_value or math.isnan(claim.epsilon(1e-5))
+            if claim.shows_value:
+                assert entry.reason.startswith(REFERENCE_KINDS[claim.kind]), entry.reason
             continue
         epsilon = claim.epsilon(1e-5)
         assert epsilon >= 0 or math.isinf(epsilon), (claim.name, epsilon)
@@ -107,6 +112,25 @@ def test_every_claim_keeps_the_contract(name):
         assert 0.0 <= delta <= 1.0
     if name == "library-not-covered":
         assert claims and not any(claim.applicable for claim in claims)
+
+
+@pytest.mark.parametrize("name", sorted(DESCRIPTIONS))
+def test_every_claim_answers_at_delta_zero(name):
+    """delta = 0 is a valid audit setting: every claim evaluates there without an error, either to a finite
+    epsilon (a pure-DP bound: Laplace, randomized response, a stated (epsilon, 0)) or as not applicable with
+    the reason (NEEDS_POSITIVE_DELTA for a bound stated for delta > 0 only)."""
+    description = DESCRIPTIONS[name]
+    builder = builder_for(description)
+    claims = claims_for(description, 1 if builder.per_index else None)
+    for claim, entry in zip(claims, evaluate_claims(claims, delta=0.0)):
+        if entry.applicable:
+            assert claim.covers_delta_zero and entry.epsilon is not None and math.isfinite(entry.epsilon), entry
+            assert claim.delta(entry.epsilon) <= 1e-12, entry  # the profile reaches 0 at that epsilon
+        else:
+            assert entry.reason and entry.epsilon is None, entry
+            assert claim.covers_delta_zero or not claim.valued or entry.reason == NEEDS_POSITIVE_DELTA, entry
+    evaluated = evaluated_claims(description, 1 if builder.per_index else None, delta=0.0, profile_epsilons=(0.5, 1.0))
+    assert len(evaluated) == len(claims)
 
 
 @pytest.mark.parametrize("name", sorted(DESCRIPTIONS))

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from dpaudit.cli import main
 
 
@@ -22,7 +24,14 @@ def test_list_json_names_every_mechanism(capsys):
 
 def test_list_text(capsys):
     assert main(["list"]) == 0
-    assert "pnsgd" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "pnsgd" in out
+    assert "(default None)" not in out and out.count("(default") > 50  # a default is shown when there is one
+    for line in out.splitlines():
+        assert line.count("default") <= 1 and line.count("(required)") <= 1, line  # said once a parameter
+    assert "beta of the quadratic or concave loss (default 1)\n" in out  # the doc's own default, once
+    assert "sigma        standard deviation of the Gaussian noise (default 1.0)" in out
+    assert "scale of the Laplace noise of each step (optional)" in out
 
 
 def test_bad_command_exits_2_with_one_line():
@@ -138,3 +147,40 @@ def test_one_progress_bar_over_calibration_and_certification(tmp_path):
     assert bars and all("/10" in bar for bar in bars)
     assert any("certification" in bar for bar in bars) and any("calibration" in bar for bar in bars)
     assert "10/10" in bars[-1]
+
+
+def test_run_then_check_of_the_dp_sgd_example_are_two_audits_whose_reports_say_why(tmp_path, capsys):
+    """``check`` looks at the trials several times and pays for each look, so it certifies another figure from
+    the same stored trials: it is another audit (its own id and report files, so ``--out`` into ``run``'s folder
+    replaces nothing), it computes no chunk ``run`` stored, and its headline, reading guide, JSON and summary
+    line state the one confidence of the audit and what each look cost."""
+    from pathlib import Path
+
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "dp_sgd.toml")
+    common = ["--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "out"), "--trials", "20000",
+              "--workers", "1", "--json"]
+    assert main(["run", example, *common]) == 0
+    ran_out = capsys.readouterr()
+    ran = json.loads(ran_out.out)
+    assert main(["check", example, *common]) == 0
+    checked_out = capsys.readouterr()
+    checked = json.loads(checked_out.out)
+    assert checked["audit_id"] != ran["audit_id"] and checked["sequential"]["same_trials_as"] == ran["audit_id"]
+    assert checked["timings"]["chunks_computed"] == 0  # the same trials: every chunk of run's was read back
+    assert ran["empirical"]["confidence"] == checked["empirical"]["confidence"] == 0.95
+    assert checked["sequential"]["look_confidence"] == pytest.approx(0.975)  # the last look: half of beta
+    assert checked["empirical"]["epsilon_lower_bound"] <= ran["empirical"]["epsilon_lower_bound"]
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert names == sorted(f"{audit}.{ext}" for audit in (ran["audit_id"], checked["audit_id"])
+                           for ext in ("html", "json", "md"))
+    report = (tmp_path / "out" / f"{checked['audit_id']}.md").read_text()
+    headline = report.splitlines()[2]
+    looks = checked["sequential"]["looks_planned"]
+    assert f"Certified with confidence 0.95 over the {looks} planned looks of a sequential audit" in headline
+    assert "this look's bound at confidence 0.975" in headline
+    assert f"(dpaudit run: audit id {ran['audit_id']})" in report and "an audit id, and report file names" in report
+    assert "sequential" not in (tmp_path / "out" / f"{ran['audit_id']}.md").read_text().lower()
+    summary = [line for line in checked_out.err.splitlines() if line.startswith(checked["audit_id"])]
+    assert len(summary) == 1 and " 0.95 " in summary[0]
+    assert f"confidence 0.95 over the {looks} planned looks" in checked_out.err
+    assert f"without looks (dpaudit run): {ran['audit_id']}" in checked_out.err

@@ -72,3 +72,18 @@ def test_the_floor_subset_lists_test_files_that_exist():
     for folder in ("tests/accounting", "tests/mechanisms", "tests/attacks", "tests/audit", "tests/reports",
                    "tests/package"):
         assert any(path.startswith(folder + "/") for path in listed), folder
+
+
+def test_the_versions_page_states_the_floors_pyproject_declares():
+    """docs/versions.md's table of the two ends gives, for every base dependency, the floor CI installs."""
+    page = (ROOT / "docs" / "versions.md").read_text(encoding="utf-8")
+    table = page[page.index("## The two ends"):page.index("## Floors that were raised")]
+    stated = {constraints.canonical(name): floor
+              for name, floor in re.findall(r"^\| ([A-Za-z0-9._-]+) \| ([0-9][0-9.]*) \|", table, re.M)}
+    pins = constraints.floors(PYPROJECT, [])
+    assert set(pins) <= set(stated), set(pins) - set(stated)
+    assert {name: stated[name] for name in pins} == pins
+    raised = page[page.index("## Floors that were raised"):]
+    for name, now in re.findall(r"^\| ([A-Za-z0-9._-]+) \| [0-9][0-9.]* \| ([0-9][0-9.]*) \|", raised, re.M):
+        assert constraints.floors(PYPROJECT, list(PYPROJECT["project"]["optional-dependencies"])).get(
+            constraints.canonical(name)) == now, name

@@ -23,7 +23,7 @@ from typing import Any
 from dpaudit.core.errors import DPAuditError
 from dpaudit.mechanisms.accounting.builders import baseline, iterative, kernel, library, model, sgd
 from dpaudit.mechanisms.accounting.builders.builder import ClaimBuilder, ClaimBuilderProtocol
-from dpaudit.mechanisms.accounting.claims import Claim, ClaimEntry, evaluate_claims
+from dpaudit.mechanisms.accounting.claims import Claim, ClaimEntry, evaluate_claims, shows_profile
 from dpaudit.mechanisms.accounting.descriptions import PrivacyDescription
 
 __all__ = ["BUILDERS", "ClaimBuilder", "ClaimBuilderProtocol", "UnsupportedDescription", "builder_for",
@@ -110,5 +110,5 @@ def _evaluated(description: PrivacyDescription, index: int | None, delta: float,
                profile_epsilons: tuple[float, ...]) -> tuple[ClaimEntry, ...]:
     claims = _built(description, index)
     entries = evaluate_claims(list(claims), delta=delta)
-    return tuple(entry.replace(profile=claim.profile(profile_epsilons)) if entry.applicable else entry
+    return tuple(entry.replace(profile=claim.profile(profile_epsilons)) if shows_profile(claim, entry) else entry
                  for claim, entry in zip(claims, entries))

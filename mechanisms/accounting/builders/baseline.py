@@ -36,7 +36,7 @@ def noisy_query_claims(query: NoisyQuery, index: int | None) -> list[Claim]:
             eps0 = sensitivity / query.spread
             claims.append(Claim("laplace-exact", LAPLACE, relation,
                                 epsilon_fn=lambda d, e0=eps0: float(laplace_epsilon(d, e0)),
-                                delta_fn=lambda e, e0=eps0: float(laplace_delta(e, e0))))
+                                delta_fn=lambda e, e0=eps0: float(laplace_delta(e, e0)), covers_delta_zero=True))
     return claims
 
 
@@ -54,7 +54,7 @@ def shuffled_rr_claims(mech: ShuffledRandomizedResponse, index: int | None) -> l
     local = profile_claim(
         "local-randomized-response",
         "randomized response profile; the shuffle is post-processing of the reports",
-        "replace-one", _rr_log_delta(mech.epsilon0))
+        "replace-one", _rr_log_delta(mech.epsilon0), pure_epsilon=mech.epsilon0)
 
     # Thm 3.1 holds at delta only when eps0 <= log(n / (16 log(2/delta))), i.e. delta >= delta_min
     delta_min = 2.0 * math.exp(-mech.n / (16.0 * math.exp(mech.epsilon0)))

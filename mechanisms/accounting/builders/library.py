@@ -42,7 +42,9 @@ def _claim(guarantee) -> Claim:
     if isinstance(guarantee, GaussianGuarantee):
         return profile_claim(name, citation, relation, lambda e, mu=guarantee.mu: gaussian_log_delta(e, mu))
     if isinstance(guarantee, ProfileGuarantee):
-        return Claim(name, citation, relation, epsilon_fn=guarantee.epsilon_of, delta_fn=guarantee.delta_of)
+        # a library's own profile answers every delta (inf where it claims nothing), delta = 0 included
+        return Claim(name, citation, relation, epsilon_fn=guarantee.epsilon_of, delta_fn=guarantee.delta_of,
+                     covers_delta_zero=True)
     if isinstance(guarantee, InapplicableGuarantee):
         return not_applicable(name, citation, relation, guarantee.reason)
     raise TypeError(f"unknown library guarantee {guarantee!r}")

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[3]
 BROKEN = [
     ("[mechanism]\nname = 'pnsgd'\n[audit]\ntrials = 'many'\n", "[audit] trials: must be an integer >= 20, got trials='many'"),
     ("[mechanism]\nname = 'pnsgd'\n[audit]\ndelta = 1.5\n", "[audit] delta: must be a number in [0, 1), got delta=1.5"),
-    ("[mechanism]\nname = 'pnsgd'\n[audit]\nconfidence = 0\n", "[audit] confidence: must be a number in (0, 1)"),
+    ("[mechanism]\nname = 'pnsgd'\n[audit]\nconfidence = 0\n", "[audit] confidence: must be a number in [0.5, 1)"),
     ("[mechanism]\nname = 'pnsgd'\n[audit]\nthreshold = 'best'\n", "[audit] threshold: must be one of 'split', 'union'"),
     ("[mechanism]\nname = 'pnsgd'\n[audit]\nchunksize = 5\n", "[audit] chunksize: unknown key"),
     ("[mechanism]\nname = 'pnsgd'\nsigma = -1.0\n", "[mechanism] sigma must be > 0, got sigma=-1.0"),
@@ -67,11 +67,11 @@ def test_bad_flags(flags, message, tmp_path, write_config, capsys):
 
 
 def test_config_hash_is_stable_and_covers_defaults():
-    raw = {"mechanism": {"name": "pnsgd", "n": 6}, "audit": {"trials": 100}}
+    raw = {"mechanism": {"name": "pnsgd", "n": 6}, "audit": {"trials": 1000}}
     first, = parse_config(raw)
-    second, = parse_config({"mechanism": {"name": "pnsgd", "n": 6, "sigma": 1.0}, "audit": {"trials": 100}})
+    second, = parse_config({"mechanism": {"name": "pnsgd", "n": 6, "sigma": 1.0}, "audit": {"trials": 1000}})
     assert first.audit_id == second.audit_id  # sigma=1.0 is the default
-    third, = parse_config({"mechanism": {"name": "pnsgd", "n": 6, "sigma": 2.0}, "audit": {"trials": 100}})
+    third, = parse_config({"mechanism": {"name": "pnsgd", "n": 6, "sigma": 2.0}, "audit": {"trials": 1000}})
     assert third.audit_id != first.audit_id
 
 

@@ -31,7 +31,7 @@ def test_result_is_frozen_and_round_trips(result, tmp_path):
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.verdict = "violation"
     document = result.to_dict()
-    assert document["schema_version"] == SCHEMA_VERSION == 2
+    assert document["schema_version"] == SCHEMA_VERSION == 3
     assert isinstance(document["empirical"]["trials"], int) and document["empirical"]["trials"] == 4_000
     assert [row["index"] for row in document["per_index"]] == [2, 5]
     for key in ("epsilon_lower_bound", "confidence", "delta", "trials", "method", "mu_lower_bound"):
@@ -52,9 +52,10 @@ def test_load_result_from_a_store_and_refusals(tmp_path):
     mech = dpaudit.make("gaussian", sigma=2.0)
     stored = dpaudit.audit(mech, trials=2_000, store=str(store))
     assert load_result(stored.audit_id, store=store).to_dict() == stored.to_dict()
-    old = {**stored.to_dict(), "schema_version": 1}
-    with pytest.raises(ResultError, match="schema_version 1 is not supported"):
-        load_result(old)
+    for version in (1, 2):  # 2: references were applicable claims
+        old = {**stored.to_dict(), "schema_version": version}
+        with pytest.raises(ResultError, match=f"schema_version {version} is not supported"):
+            load_result(old)
     with pytest.raises(ResultError, match="not a dpaudit result"):
         load_result({"hello": 1})
     broken = stored.to_dict()

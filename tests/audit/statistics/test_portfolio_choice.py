@@ -75,3 +75,23 @@ def test_the_gridded_gradient_step_is_read_by_its_shift_at_every_chunk_size():
         chosen = {dpaudit.audit(mech, dataset_pair=PAIR, trials=20_000, seed=seed, chunk_size=chunk).attack["score"]
                   for chunk in (1_000, 10_000)}
         assert chosen <= {"projection", "gaussian", "logistic", "mlp"}, chosen  # read the shift, never the bits
+
+
+def test_a_strength_whose_ways_plan_no_bound_reads_zero_without_an_overflow(monkeypatch):
+    """A way round that plans no bound gives the most negative float; averaging two of them overflowed
+    (numpy's 'overflow encountered in reduce', seen auditing an own torch model): it reads 0, silently."""
+    import sys
+    import warnings
+
+    from dpaudit.auditing.statistics import portfolio
+
+    held = np.random.default_rng(3).normal(size=(2, 200))
+    monkeypatch.setattr(portfolio, "planned_value", lambda *args, **kwargs: -sys.float_info.max)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert portfolio._strength(*held, delta=1e-5, confidence=0.95, seed=0, planned=10_000) == 0.0
+    values = iter([-sys.float_info.max, 0.8])  # one way with no bound: still nothing resolved
+    monkeypatch.setattr(portfolio, "planned_value", lambda *args, **kwargs: next(values))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert portfolio._strength(*held, delta=1e-5, confidence=0.95, seed=0, planned=10_000) == 0.0
