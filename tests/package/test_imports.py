@@ -12,42 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.package.test_layers import ROOT
-
-#: Import package -> source folder (the package-dir mapping of pyproject.toml).
-PACKAGES = {"dpaudit": ROOT / "dpaudit", "dpaudit.mechanisms": ROOT / "mechanisms", "dpaudit.attacks": ROOT / "attacks",
-            "dpaudit.auditing": ROOT / "audit", "dpaudit.reports": ROOT / "reports"}
-
-
-def package_modules() -> dict[str, Path]:
-    """Every module of the package, by its dotted name."""
-    modules = {}
-    for package, folder in PACKAGES.items():
-        for path in folder.rglob("*.py"):
-            parts = path.relative_to(folder).with_suffix("").parts
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            modules[".".join((package, *parts))] = path
-    return modules
-
-
-def _runs(tree: ast.Module) -> list[ast.AST]:
-    """The nodes of ``tree`` that can run: everything but the bodies of ``if TYPE_CHECKING:``."""
-    found, pending = [], [tree]
-    while pending:
-        node = pending.pop()
-        found.append(node)
-        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
-            pending.extend(node.orelse)
-        else:
-            pending.extend(ast.iter_child_nodes(node))
-    return found
+from tests.package.test_layers import ROOT, package_modules, runs  # one walk of the modules, shared
 
 
 def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The package modules that module ``name`` (at ``path``) imports anywhere in its code."""
     found = set()
-    for node in _runs(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in runs(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name in modules)
         elif isinstance(node, ast.ImportFrom):
