@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +14,7 @@ from dpaudit.auditing.jobs.runner import RunOptions
 from dpaudit.auditing.jobs.store import Store, StoreError
 from dpaudit.cli import main
 from tests.audit.conftest import SMALL
-from tests.helpers import run_documents
+from tests.helpers import kill_run_after, run_documents
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -72,26 +67,10 @@ seed = 3
 """
 
 
-def _count_chunks(path: Path) -> int:
-    try:
-        with sqlite3.connect(path, timeout=5) as connection:
-            return connection.execute("SELECT count(*) FROM chunks").fetchone()[0]
-    except sqlite3.DatabaseError:
-        return 0
-
-
 def test_sigkill_midway_then_resume_matches_an_uninterrupted_run(write_config, tmp_path):
     config = write_config(KILLABLE)
     killed_store = tmp_path / "killed.sqlite"
-    process = subprocess.Popen([sys.executable, "-m", "dpaudit", "run", str(config), "--store", str(killed_store),
-                                "--workers", "1", "--quiet"], cwd=REPO, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    deadline = time.time() + 240
-    while _count_chunks(killed_store) < 12 and time.time() < deadline and process.poll() is None:
-        time.sleep(0.2)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
-    finished = _count_chunks(killed_store)
+    finished = kill_run_after(config, killed_store, chunks=12, cwd=REPO)
     total = 2 * (4 + 36)  # two sides, 40000 calibration + 360000 certification trials in chunks of 10000
     assert 12 <= finished < total, finished
     resumed = run_documents(load_configs([config]), RunOptions(store=str(killed_store), workers=1, progress=False))[0]

@@ -3,12 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import sqlite3
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
@@ -16,7 +10,7 @@ import pytest
 from dpaudit.auditing.jobs.config import load_configs
 from dpaudit.auditing.jobs.runner import RunOptions
 from dpaudit.cli import main
-from tests.helpers import run_documents
+from tests.helpers import kill_run_after, run_documents
 
 FACTORY = """
 from torch import nn
@@ -113,28 +107,12 @@ def test_workers_and_dask_load_the_module_again_from_its_reference(own_model, tm
         assert other["empirical"]["epsilon_lower_bound"] == one["empirical"]["epsilon_lower_bound"]
 
 
-def _count_chunks(path) -> int:
-    try:
-        with sqlite3.connect(path, timeout=5) as connection:
-            return connection.execute("SELECT count(*) FROM chunks").fetchone()[0]
-    except sqlite3.DatabaseError:
-        return 0
-
-
 def test_sigkill_midway_then_resume_from_the_store(own_model, tmp_path):
     config = own_model(extra="").read_text().replace("trials = 400\nchunk_size = 100", "trials = 8000\nchunk_size = 400")
     path = tmp_path / "killable.toml"
     path.write_text(config)
     store = tmp_path / "killed.sqlite"
-    process = subprocess.Popen([sys.executable, "-m", "dpaudit", "run", str(path), "--store", str(store),
-                                "--workers", "1", "--quiet"], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    deadline = time.time() + 240
-    while _count_chunks(store) < 6 and time.time() < deadline and process.poll() is None:
-        time.sleep(0.1)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
-    finished = _count_chunks(store)
+    finished = kill_run_after(path, store, chunks=6, cwd=tmp_path, poll=0.1)
     total = 2 * (2 + 18)  # two sides: 800 calibration and 7200 certification trials in chunks of 400
     assert 6 <= finished < total, finished
     configs = load_configs([path])
