@@ -36,12 +36,7 @@ def check_int(name: str, value: Any, *, minimum: int | None = None,
     """Return ``value`` as an int, or raise naming ``name``."""
     if not is_integer(value):
         raise ParameterError(f"{name} must be an integer, got {name}={value!r}")
-    value = int(value)
-    if minimum is not None and value < minimum:
-        raise ParameterError(f"{name} must be >= {minimum}, got {name}={value}")
-    if maximum is not None and value > maximum:
-        raise ParameterError(f"{name} must be <= {maximum}, got {name}={value}")
-    return value
+    return _within(name, int(value), minimum, maximum)
 
 
 def check_real(name: str, value: Any, *, positive: bool = False,
@@ -60,6 +55,11 @@ def check_real(name: str, value: Any, *, positive: bool = False,
         raise ParameterError(f"{name} must be > 0, got {name}={value}")
     if nonnegative and not value >= 0:
         raise ParameterError(f"{name} must be >= 0, got {name}={value}")
+    return _within(name, value, minimum, maximum)
+
+
+def _within(name: str, value, minimum, maximum):
+    """``value``, or a ParameterError naming ``name`` when it lies below ``minimum`` or above ``maximum``."""
     if minimum is not None and value < minimum:
         raise ParameterError(f"{name} must be >= {minimum}, got {name}={value}")
     if maximum is not None and value > maximum:
