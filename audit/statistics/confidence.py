@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 
 import numpy as np
 from scipy.special import betainccinv, betaincinv
@@ -150,15 +151,83 @@ def clopper_pearson(counts, trials, failure: float) -> tuple[np.ndarray, np.ndar
     return cp_lower(counts, trials, failure), cp_upper(counts, trials, failure)
 
 
-def cp_upper(counts, trials, failure: float) -> np.ndarray:
-    """One-sided Clopper-Pearson upper bounds on proportions, each failing w.p. <= ``failure`` (1 where
-    ``counts`` reaches ``trials``). Only this side's inverse beta is computed: the threshold searches call it
-    on thousands of candidates at a time."""
+class _InverseBetaMemo:
+    """Values of one inverse beta function already computed, per ``(trials, failure)``.
+
+    The threshold searches evaluate the Clopper-Pearson bounds of the same counts at the same number of trials
+    and level again and again (every score of a portfolio, every planned test, every chunk): in the family
+    soundness audits four of five evaluations repeat one already made in the process. A memo keeps, for each
+    ``(trials, failure)``, the counts seen (sorted) beside their values; a call evaluates only the counts it has
+    not seen, elementwise with the same function, so every value is the one the direct evaluation gives, bit for
+    bit. It holds at most :attr:`KEYS` pairs and :attr:`SIZE` counts a pair (a full pair is computed directly).
+    """
+
+    KEYS = 64
+    SIZE = 200_000
+
+    def __init__(self, inverse):
+        self.inverse = inverse
+        self.tables: dict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = {}
+        self.lock = threading.Lock()  # audits on joblib's threads share the memo
+
+    def __call__(self, counts: np.ndarray, trials: float, failure: float) -> np.ndarray:
+        key = (float(trials), float(failure))
+        flat = counts.ravel()
+        with self.lock:
+            known, values = self.tables.pop(key, (np.empty(0), np.empty(0)))
+            if known.size:
+                self.tables[key] = known, values  # most recently used last
+        at = np.minimum(np.searchsorted(known, flat), max(known.size - 1, 0))
+        hit = known[at] == flat if known.size else np.zeros(flat.size, dtype=bool)
+        out = np.empty(flat.size)
+        out[hit] = values[at[hit]]
+        if not hit.all():
+            missing = np.unique(flat[~hit])
+            fresh = self._evaluate(missing, trials, failure)
+            out[~hit] = fresh[np.searchsorted(missing, flat[~hit])]
+            if known.size + missing.size <= self.SIZE:
+                merged = np.concatenate([known, missing])
+                order = np.argsort(merged, kind="stable")
+                with self.lock:
+                    self.tables[key] = merged[order], np.concatenate([values, fresh])[order]
+                    while len(self.tables) > self.KEYS:
+                        del self.tables[next(iter(self.tables))]
+        return out.reshape(counts.shape)
+
+    def _evaluate(self, counts: np.ndarray, trials: float, failure: float) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(self.inverse(counts, trials, failure), dtype=float)
+
+
+def _upper(counts, trials, failure):
+    return betainccinv(counts + 1, trials - counts, failure)
+
+
+def _lower(counts, trials, failure):
+    return betaincinv(counts, trials - counts + 1, failure)
+
+
+_UPPER = _InverseBetaMemo(_upper)
+_LOWER = _InverseBetaMemo(_lower)
+
+
+def _inverse_beta(memo: _InverseBetaMemo, counts, trials, failure: float) -> np.ndarray:
+    """``memo.inverse`` at every count: through the memo where ``trials`` is one number, else directly."""
     counts = np.asarray(counts, dtype=float)
     trials = np.asarray(trials, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        upper = betainccinv(counts + 1, trials - counts, failure)
-    return np.where(counts >= trials, 1.0, np.nan_to_num(np.asarray(upper, dtype=float), nan=1.0))
+    if trials.size == 1 and counts.size > 1:
+        return memo(counts, trials.item(), failure)
+    return memo._evaluate(counts, trials, failure)
+
+
+def cp_upper(counts, trials, failure: float) -> np.ndarray:
+    """One-sided Clopper-Pearson upper bounds on proportions, each failing w.p. <= ``failure`` (1 where
+    ``counts`` reaches ``trials``). Only this side's inverse beta is computed, and each value once a process
+    (:class:`_InverseBetaMemo`): the threshold searches call it on thousands of candidates at a time."""
+    counts = np.asarray(counts, dtype=float)
+    trials = np.asarray(trials, dtype=float)
+    upper = _inverse_beta(_UPPER, counts, trials, failure)
+    return np.where(counts >= trials, 1.0, np.nan_to_num(upper, nan=1.0))
 
 
 def cp_lower(counts, trials, failure: float) -> np.ndarray:
@@ -166,9 +235,8 @@ def cp_lower(counts, trials, failure: float) -> np.ndarray:
     ``counts`` is 0)."""
     counts = np.asarray(counts, dtype=float)
     trials = np.asarray(trials, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lower = betaincinv(counts, trials - counts + 1, failure)
-    return np.where(counts <= 0, 0.0, np.nan_to_num(np.asarray(lower, dtype=float), nan=0.0))
+    lower = _inverse_beta(_LOWER, counts, trials, failure)
+    return np.where(counts <= 0, 0.0, np.nan_to_num(lower, nan=0.0))
 
 
 def error_counts(scores_a: np.ndarray, scores_b: np.ndarray, thresholds) -> tuple[np.ndarray, np.ndarray]:

@@ -72,3 +72,36 @@ def test_clopper_pearson_bounds_equal_statsmodels_bit_for_bit():
     got_lower, got_upper = clopper_pearson(counts, sizes, 1e-3)
     np.testing.assert_array_equal(got_upper, np.where(counts >= sizes, 1.0, np.nan_to_num(upper, nan=1.0)))
     np.testing.assert_array_equal(got_lower, np.where(counts <= 0, 0.0, np.nan_to_num(lower, nan=0.0)))
+
+
+def test_remembered_clopper_pearson_values_are_the_direct_ones_bit_for_bit():
+    """The memo of inverse betas (audit/statistics/confidence.py) returns, for counts seen before, unseen, fractional
+    (expected counts of randomised tests) and repeated, in any shape, what a fresh evaluation gives; a small
+    memo that forgets pairs and refuses to grow still does."""
+    from scipy.special import betainccinv, betaincinv
+
+    from dpaudit.auditing.statistics import confidence
+
+    def direct(counts, trials, failure):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            upper = np.nan_to_num(betainccinv(counts + 1, trials - counts, failure), nan=1.0)
+            lower = np.nan_to_num(betaincinv(counts, trials - counts + 1, failure), nan=0.0)
+        return np.where(counts <= 0, 0.0, lower), np.where(counts >= trials, 1.0, upper)
+
+    rng = np.random.default_rng(11)
+    small = confidence._InverseBetaMemo(confidence._upper)
+    small.KEYS, small.SIZE = 2, 300
+    for _ in range(6):
+        for trials in (9, 1400, 10**5):
+            counts = np.concatenate([rng.integers(0, trials + 1, 200).astype(float), rng.uniform(0, trials, 100),
+                                     [0.0, trials, trials - 0.5, np.nan]])
+            counts = np.concatenate([counts, counts[:50]]).reshape(-1, 1)
+            for failure in (0.025, 0.5):
+                lower, upper = direct(counts, trials, failure)
+                np.testing.assert_array_equal(cp_upper(counts, trials, failure), upper)
+                np.testing.assert_array_equal(clopper_pearson(counts, trials, failure)[0], lower)
+                with np.errstate(invalid="ignore"):
+                    np.testing.assert_array_equal(np.nan_to_num(small(counts, trials, failure), nan=1.0),
+                                                  np.nan_to_num(confidence._upper(counts, trials, failure), nan=1.0))
+    assert len(small.tables) <= 2 and all(known.size <= 300 for known, _ in small.tables.values())
+    assert confidence._UPPER.tables, "the searches above went through the memo"
