@@ -236,3 +236,13 @@ def test_a_reference_is_listed_as_one_with_its_value_and_never_as_applicable():
     assert rows["bounded-domain-rdp"][3:5] == ["no", "n/a"]
     assert rows["bounded-domain-rdp"][7] == "not applicable: K is unbounded (domain='whole')"
     assert rows["sgm-pld"][3:6] == ["yes", "1.243", f"{0.5 / 1.243:.3g}"]
+
+
+def test_log_axes_are_labelled_at_their_decades_in_plain_text(documents):
+    """The ROC and profile label powers of ten as text (``10⁻⁶``), not mathtext, and nothing between them."""
+    from dpaudit.reports.plots import _decade
+
+    assert [_decade(v) for v in (1e-6, 1e-1, 1.0, 10.0, 2e-3, 0.0)] == ["10⁻⁶", "10⁻¹", "1", "10¹", "", ""]
+    for svg in (roc(documents[0]), privacy_profile(documents[0])):
+        assert "10⁻⁶" in svg or "10⁻⁸" in svg
+        assert "mathdefault" not in svg and "$" not in svg
