@@ -164,6 +164,7 @@ class _InverseBetaMemo:
 
     KEYS = 64
     SIZE = 200_000
+    SMALLEST = 8  #: fewer counts than this are evaluated directly (the lookup would cost more)
 
     def __init__(self, inverse):
         self.inverse = inverse
@@ -186,10 +187,10 @@ class _InverseBetaMemo:
             fresh = self._evaluate(missing, trials, failure)
             out[~hit] = fresh[np.searchsorted(missing, flat[~hit])]
             if known.size + missing.size <= self.SIZE:
-                merged = np.concatenate([known, missing])
-                order = np.argsort(merged, kind="stable")
+                places = np.searchsorted(known, missing)  # both sorted, none in common: a merge, not a sort
+                merged = np.insert(known, places, missing), np.insert(values, places, fresh)
                 with self.lock:
-                    self.tables[key] = merged[order], np.concatenate([values, fresh])[order]
+                    self.tables[key] = merged
                     while len(self.tables) > self.KEYS:
                         del self.tables[next(iter(self.tables))]
         return out.reshape(counts.shape)
@@ -215,7 +216,7 @@ def _inverse_beta(memo: _InverseBetaMemo, counts, trials, failure: float) -> np.
     """``memo.inverse`` at every count: through the memo where ``trials`` is one number, else directly."""
     counts = np.asarray(counts, dtype=float)
     trials = np.asarray(trials, dtype=float)
-    if trials.size == 1 and counts.size > 1:
+    if trials.size == 1 and counts.size >= _InverseBetaMemo.SMALLEST:
         return memo(counts, trials.item(), failure)
     return memo._evaluate(counts, trials, failure)
 
