@@ -279,13 +279,8 @@ class OpacusTraining(Mechanism):
         engines, cache = self._reported
         if delta not in cache:
             values = []
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                for engine in engines:
-                    try:
-                        values.append(float(engine.get_epsilon(delta)) if delta > 0 else math.inf)
-                    except (ValueError, RuntimeError):  # the PRV accountant refuses deltas beyond its reach
-                        values.append(math.inf)
+            for engine in engines:
+                values.append(_engine_epsilon(engine, delta) if delta > 0 else math.inf)
             cache[delta] = max(values)
         return cache[delta]
 
@@ -420,6 +415,34 @@ def _train(run: OpacusTraining, records: np.ndarray, seed: int) -> tuple[np.ndar
     finally:
         logging.disable(previous)
     return np.stack(steps), engine
+
+
+#: ``PrivacyEngine.get_epsilon`` answers, by accountant kind, its history and delta (at most ENGINE_ANSWERS)
+_ENGINE_EPSILONS: dict[tuple[Any, ...], float] = {}
+ENGINE_ANSWERS = 4096
+
+
+def _engine_epsilon(engine: Any, delta: float) -> float:
+    """``engine.get_epsilon(delta)`` (``inf`` where the engine refuses the delta), asked once a process for each
+    accountant history.
+
+    An Opacus accountant's answer is a function of its kind and its ``history`` (noise multiplier, sample rate
+    and steps of each phase), which are the key; the PRV accountant takes about half a second an answer, and
+    the audits of one training setting (its neighbours, the zoo's bug and twin, each seed) ask the same
+    questions."""
+    accountant = engine.accountant
+    key = (type(accountant).__module__, type(accountant).__qualname__, repr(accountant.history), float(delta))
+    if key not in _ENGINE_EPSILONS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                value = float(engine.get_epsilon(delta))
+            except (ValueError, RuntimeError):  # the PRV accountant refuses deltas beyond its reach
+                value = math.inf
+        if len(_ENGINE_EPSILONS) >= ENGINE_ANSWERS:
+            _ENGINE_EPSILONS.pop(next(iter(_ENGINE_EPSILONS)))
+        _ENGINE_EPSILONS[key] = value
+    return _ENGINE_EPSILONS[key]
 
 
 @functools.lru_cache(maxsize=64)

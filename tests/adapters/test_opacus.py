@@ -88,3 +88,33 @@ def test_bad_arguments_are_refused_with_the_parameter_named():
                            output="iterates")
     with pytest.raises(dpaudit.ParameterError, match="releases one iterate per step"):
         iterates.sample(np.zeros((13, 1)), trials=2, seed=0)  # 13 records run 4 steps, 12 run 3
+
+
+def test_the_engine_is_asked_once_per_accountant_history_and_delta(monkeypatch):
+    """Equal trainings share the engine's answers (they are a function of the accountant's history); another
+    noise multiplier is another history, and every answer is the one the engine gives."""
+    import opacus
+
+    from dpaudit.mechanisms.adapters import opacus as adapter
+
+    asked = []
+    original = opacus.PrivacyEngine.get_epsilon
+
+    def counted(engine, delta):
+        asked.append(delta)
+        return original(engine, delta)
+    monkeypatch.setattr(opacus.PrivacyEngine, "get_epsilon", counted)
+    monkeypatch.setattr(adapter, "_ENGINE_EPSILONS", {})
+
+    def training(noise):
+        return from_opacus(zero_linear(3), records=np.zeros((12, 1)), batch_size=4, noise_multiplier=noise,
+                           criterion=mean_output, accountant="rdp")
+    first = training(1.0)
+    value = first.reported_epsilon(1e-5)
+    engines, _ = first._reported
+    assert value == max(float(original(engine, 1e-5)) for engine in engines)  # 3 sizes: n-1, n, n+1
+    histories = {repr(engine.accountant.history) for engine in engines}
+    assert len(histories) == 2 and len(asked) == 2  # 11 and 12 records: 3 batches each, one history
+    asked.clear()
+    assert training(1.0).reported_epsilon(1e-5) == value and asked == []  # the same histories: not asked again
+    assert training(2.0).reported_epsilon(1e-5) < value and len(asked) == 2
