@@ -87,10 +87,3 @@ def test_the_versions_page_states_the_floors_pyproject_declares():
     for name, now in re.findall(r"^\| ([A-Za-z0-9._-]+) \| [0-9][0-9.]* \| ([0-9][0-9.]*) \|", raised, re.M):
         assert constraints.floors(PYPROJECT, list(PYPROJECT["project"]["optional-dependencies"])).get(
             constraints.canonical(name)) == now, name
-
-
-def test_the_files_started_first_exist():
-    """tests/conftest.py starts the longest files first: a renamed one would silently lose its place."""
-    from tests.conftest import LONGEST_FIRST
-
-    assert LONGEST_FIRST and all((ROOT / name).is_file() for name in LONGEST_FIRST)
