@@ -159,7 +159,8 @@ class _InverseBetaMemo:
     soundness audits four of five evaluations repeat one already made in the process. A memo keeps, for each
     ``(trials, failure)``, the counts seen (sorted) beside their values; a call evaluates only the counts it has
     not seen, elementwise with the same function, so every value is the one the direct evaluation gives, bit for
-    bit. It holds at most :attr:`KEYS` pairs and :attr:`SIZE` counts a pair (a full pair is computed directly).
+    bit. It holds at most :attr:`KEYS` pairs (the least recently used goes first) and :attr:`SIZE` counts a pair
+    (a full pair still answers what it holds; what it lacks is computed and not kept).
     """
 
     KEYS = 64
