@@ -40,13 +40,10 @@ batches audited against the Poisson accountant).
 from __future__ import annotations
 
 import concurrent.futures
-import copy
 import dataclasses
 import functools
 import hashlib
-import logging
 import math
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +54,14 @@ from dpaudit.core.errors import ParameterError
 from dpaudit.core.validation import check_choice, check_int, check_real
 from dpaudit.mechanisms.accounting.descriptions import LibraryGuarantees, ProfileGuarantee
 from dpaudit.mechanisms.adapters.base import library_version, require
+from dpaudit.mechanisms.adapters.opacus_run import (
+    build_model,
+    engine_epsilon,
+    mean_output,
+    torch_dataset,
+    train_once,
+    training_rows,
+)
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
 
@@ -65,17 +70,6 @@ __all__ = ["OpacusTraining", "expected_batch_size", "from_opacus", "mean_output"
 #: Deltas at which the engine is asked for the claim's privacy profile (delta(epsilon) is read off them).
 _DELTA_GRID = (1e-10, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1)
 ACCOUNTANTS = ("prv", "rdp", "gdp")
-
-
-def mean_output(outputs: torch.Tensor, targets: torch.Tensor | None) -> torch.Tensor:
-    """The default loss: the mean of the model's outputs (with a linear model, each record's gradient is its
-    input times the output weights' share)."""
-    return outputs.mean()
-
-
-def mse(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """The mean squared error to the targets (the loss where records carry targets and no criterion is given)."""
-    return torch.nn.functional.mse_loss(outputs, targets.reshape(outputs.shape))
 
 
 def expected_batch_size(records: int, batch_size: int, *, drop_last: bool = False) -> tuple[float, int]:
@@ -154,7 +148,7 @@ class OpacusTraining(Mechanism):
     # -- shape ---------------------------------------------------------------------
     @functools.cached_property
     def _template(self) -> torch.nn.Module:
-        return _build_model(self.model, 0)
+        return build_model(self.model, 0)
 
     @property
     def parameter_count(self) -> int:
@@ -173,7 +167,7 @@ class OpacusTraining(Mechanism):
             rate, _ = expected_batch_size(records, self.batch_size)
             return self.epochs * int(1 / rate)
         if self.sampler is not None:
-            dataset = _dataset(np.zeros((records, self.default_dataset().records.shape[1])), self.input_columns)
+            dataset = torch_dataset(np.zeros((records, self.default_dataset().records.shape[1])), self.input_columns)
             draws = len(self.sampler(dataset))
             return self.epochs * -(-draws // self.batch_size)
         return self.epochs * -(-records // self.batch_size)
@@ -253,10 +247,10 @@ class OpacusTraining(Mechanism):
         records = np.asarray(data.records, dtype=np.float64)
         seeds = [int(s) for s in rng.integers(2**62, size=trials)]  # one seed per trial: any split reproduces
         if self.workers == 1 or trials < 2 * self.workers:
-            return torch.from_numpy(_rows(self, records, seeds))
+            return torch.from_numpy(training_rows(self, records, seeds))
         parts = np.array_split(np.arange(trials), self.workers)
         with concurrent.futures.ProcessPoolExecutor(self.workers) as pool:
-            blocks = pool.map(_rows, [self] * len(parts), [records] * len(parts),
+            blocks = pool.map(training_rows, [self] * len(parts), [records] * len(parts),
                               [[seeds[i] for i in part] for part in parts])
             return torch.from_numpy(np.concatenate(list(blocks), axis=0))
 
@@ -271,7 +265,7 @@ class OpacusTraining(Mechanism):
         cache of the largest epsilon they report."""
         records = self.default_dataset().records
         sizes = (records[:-1], records, np.vstack([records, np.zeros((1, records.shape[1]))]))
-        return [_train(self, data, seed=0)[1] for data in sizes], {}
+        return [train_once(self, data, seed=0)[1] for data in sizes], {}
 
     def reported_epsilon(self, delta: float) -> float:
         """The largest epsilon ``PrivacyEngine.get_epsilon(delta)`` reports for a training on the records or a
@@ -280,7 +274,7 @@ class OpacusTraining(Mechanism):
         if delta not in cache:
             values = []
             for engine in engines:
-                values.append(_engine_epsilon(engine, delta) if delta > 0 else math.inf)
+                values.append(engine_epsilon(engine, delta) if delta > 0 else math.inf)
             cache[delta] = max(values)
         return cache[delta]
 
@@ -355,122 +349,6 @@ def _as_records(records: Any) -> np.ndarray:
     if array.ndim != 2:
         raise ParameterError(f"records must be rows of numbers, got an array of shape {array.shape}")
     return array
-
-
-def _dataset(records: np.ndarray, input_columns: int | None) -> torch.utils.data.TensorDataset:
-    x = torch.as_tensor(records, dtype=torch.float32)
-    split = x.shape[1] if input_columns is None else input_columns
-    if split == x.shape[1]:
-        return torch.utils.data.TensorDataset(x)
-    return torch.utils.data.TensorDataset(x[:, :split], x[:, split:])
-
-
-def _build_model(model: Any, seed: int) -> torch.nn.Module:
-    """A fresh copy of the user's module (its initial weights are public), or a new one from a factory."""
-    if isinstance(model, torch.nn.Module):
-        return copy.deepcopy(model)
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        built = model()
-    if not isinstance(built, torch.nn.Module):
-        raise ParameterError(f"model must return a torch.nn.Module, got {type(built).__name__}")
-    return built
-
-
-def _train(run: OpacusTraining, records: np.ndarray, seed: int) -> tuple[np.ndarray, Any]:
-    """One training on ``records`` from ``seed``: (the parameters after each step, flattened; the engine)."""
-    opacus = require("opacus", "models")
-    previous = logging.root.manager.disable  # Opacus logs a warning for every empty Poisson batch
-    logging.disable(logging.WARNING)
-    try:
-        with torch.random.fork_rng(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # secure mode and accountant notices on every run
-            torch.manual_seed(seed)  # Poisson batches, shuffles and factory weights come from the global generator
-            model = _build_model(run.model, seed)
-            optimizer = torch.optim.SGD(model.parameters(), lr=run.lr)
-            dataset = _dataset(records, run.input_columns)
-            if run.sampler is not None:
-                loader = torch.utils.data.DataLoader(dataset, batch_size=run.batch_size, sampler=run.sampler(dataset))
-            else:
-                loader = torch.utils.data.DataLoader(dataset, batch_size=run.batch_size, shuffle=run.shuffle)
-            engine = opacus.PrivacyEngine(accountant=run.accountant)
-            noise = torch.Generator().manual_seed(seed + 1)
-            common = dict(module=model, optimizer=optimizer, data_loader=loader, max_grad_norm=run.max_grad_norm,
-                          poisson_sampling=run.poisson_sampling, noise_generator=noise)
-            noise_multiplier = run.noise_multiplier
-            if run.target_epsilon is not None:  # make_private_with_epsilon, its calibration kept per loader length
-                noise_multiplier = _calibrated(run.target_epsilon, run.target_delta, len(loader), run.epochs,
-                                               engine.accountant.mechanism())
-            model, optimizer, loader = engine.make_private(noise_multiplier=noise_multiplier, **common)
-            criterion = run.criterion or (mse if run.input_columns not in (None, records.shape[1]) else mean_output)
-            parameters = [p for p in model.parameters() if p.requires_grad]
-            steps = []
-            for _ in range(run.epochs):
-                for batch in loader:
-                    inputs, targets = batch[0], (batch[1] if len(batch) > 1 else None)
-                    optimizer.zero_grad()
-                    criterion(model(inputs), targets).backward()
-                    optimizer.step()
-                    steps.append(torch.cat([p.detach().reshape(-1) for p in parameters]).double().numpy())
-    finally:
-        logging.disable(previous)
-    return np.stack(steps), engine
-
-
-#: ``PrivacyEngine.get_epsilon`` answers, by accountant kind, its history and delta (at most ENGINE_ANSWERS)
-_ENGINE_EPSILONS: dict[tuple[Any, ...], float] = {}
-ENGINE_ANSWERS = 4096
-
-
-def _engine_epsilon(engine: Any, delta: float) -> float:
-    """``engine.get_epsilon(delta)`` (``inf`` where the engine refuses the delta), asked once a process for each
-    accountant history.
-
-    An Opacus accountant's answer is a function of its kind and its ``history`` (noise multiplier, sample rate
-    and steps of each phase), which are the key; the PRV accountant takes about half a second an answer, and
-    the audits of one training setting (its neighbours, the zoo's bug and twin, each seed) ask the same
-    questions."""
-    accountant = engine.accountant
-    key = (type(accountant).__module__, type(accountant).__qualname__, repr(accountant.history), float(delta))
-    if key not in _ENGINE_EPSILONS:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                value = float(engine.get_epsilon(delta))
-            except (ValueError, RuntimeError):  # the PRV accountant refuses deltas beyond its reach
-                value = math.inf
-        if len(_ENGINE_EPSILONS) >= ENGINE_ANSWERS:
-            _ENGINE_EPSILONS.pop(next(iter(_ENGINE_EPSILONS)))
-        _ENGINE_EPSILONS[key] = value
-    return _ENGINE_EPSILONS[key]
-
-
-@functools.lru_cache(maxsize=64)
-def _calibrated(target_epsilon: float, target_delta: float, batches: int, epochs: int, accountant: str) -> float:
-    """The noise multiplier ``make_private_with_epsilon`` trains with: Opacus's ``get_noise_multiplier`` at
-    ``sample_rate = 1 / len(data_loader)`` (``privacy_engine.py``), then ``make_private`` with it. The search
-    takes up to seconds; its answer depends on these arguments alone, so it is kept (per process)."""
-    # Opacus is loaded with the training that asks (dpaudit[models])
-    from opacus.accountants.utils import get_noise_multiplier
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(get_noise_multiplier(target_epsilon=target_epsilon, target_delta=target_delta,
-                                          sample_rate=1 / batches, epochs=epochs, accountant=accountant))
-
-
-def _rows(run: OpacusTraining, records: np.ndarray, seeds: list[int]) -> np.ndarray:
-    """The releases of one training per seed, shape ``(len(seeds), output_dim)``."""
-    rows = np.empty((len(seeds), run.output_dim))
-    for trial, seed in enumerate(seeds):  # one Opacus training per trial, each from its own seed
-        steps, _ = _train(run, records, seed)
-        if run.output == "iterates":
-            if steps.size != rows.shape[1]:
-                raise ParameterError(f"Opacus ran {len(steps)} steps, the release has room for {run.steps}")
-            rows[trial] = steps.reshape(-1)
-        else:
-            rows[trial] = steps[-1]
-    return rows
 
 
 def _model_label(model: Any) -> str:

@@ -95,7 +95,7 @@ def test_the_engine_is_asked_once_per_accountant_history_and_delta(monkeypatch):
     noise multiplier is another history, and every answer is the one the engine gives."""
     import opacus
 
-    from dpaudit.mechanisms.adapters import opacus as adapter
+    from dpaudit.mechanisms.adapters import opacus_run
 
     asked = []
     original = opacus.PrivacyEngine.get_epsilon
@@ -104,7 +104,7 @@ def test_the_engine_is_asked_once_per_accountant_history_and_delta(monkeypatch):
         asked.append(delta)
         return original(engine, delta)
     monkeypatch.setattr(opacus.PrivacyEngine, "get_epsilon", counted)
-    monkeypatch.setattr(adapter, "_ENGINE_EPSILONS", {})
+    monkeypatch.setattr(opacus_run, "_ENGINE_EPSILONS", {})
 
     def training(noise):
         return from_opacus(zero_linear(3), records=np.zeros((12, 1)), batch_size=4, noise_multiplier=noise,
