@@ -86,32 +86,48 @@ def _log_a_integer(q: float, z: float, alpha: int) -> float:
     return float(logsumexp(terms))
 
 
-def _log_erfc(x: float) -> float:
-    return math.log(2.0) + float(log_ndtr(-x * math.sqrt(2.0)))
+def _log_erfc(x):
+    return math.log(2.0) + log_ndtr(-x * math.sqrt(2.0))
+
+
+#: Terms of the fractional-order series computed at once (the series is summed in order, term by term)
+_SERIES_BLOCK = 64
+_SERIES_TERMS = 10_001  #: at most this many terms (the series has converged far earlier)
+
+
+def _series_terms(q: float, z: float, alpha: float, first: int, count: int):
+    """``(sign, log_s0, log_s1)`` of terms ``first .. first + count - 1`` of the series of MTZ Sec. 3.3."""
+    i = np.arange(first, first + count, dtype=float)
+    sign = _binom_sign(alpha, i)
+    log_coef = _log_abs_binom(alpha, i)
+    j = alpha - i
+    z0 = z * z * math.log(1 / q - 1) + 0.5
+    log_t0 = log_coef + i * math.log(q) + j * math.log1p(-q)
+    log_t1 = log_coef + j * math.log(q) + i * math.log1p(-q)
+    log_e0 = math.log(0.5) + _log_erfc((i - z0) / (math.sqrt(2) * z))
+    log_e1 = math.log(0.5) + _log_erfc((z0 - j) / (math.sqrt(2) * z))
+    log_s0 = log_t0 + (i * i - i) / (2 * z * z) + log_e0
+    log_s1 = log_t1 + (j * j - j) / (2 * z * z) + log_e1
+    return sign, log_s0, log_s1
 
 
 def _log_a_fractional(q: float, z: float, alpha: float) -> float:
     # Two half-line integrals split at z0, expanded in generalised binomial series
-    # [MTZ 2019, Sec. 3.3]; terms keep the signs of C(alpha, i).
+    # [MTZ 2019, Sec. 3.3]; terms keep the signs of C(alpha, i). The terms are computed a block at a time
+    # and added in order, up to the first whose two parts are both below e^-30.
     log_a0, log_a1 = -math.inf, -math.inf
-    z0 = z * z * math.log(1 / q - 1) + 0.5
-    i = 0
-    while True:
-        k = np.array([float(i)])
-        sign = float(_binom_sign(alpha, k)[0])
-        log_coef = float(_log_abs_binom(alpha, k)[0])
-        j = alpha - i
-        log_t0 = log_coef + i * math.log(q) + j * math.log1p(-q)
-        log_t1 = log_coef + j * math.log(q) + i * math.log1p(-q)
-        log_e0 = math.log(0.5) + _log_erfc((i - z0) / (math.sqrt(2) * z))
-        log_e1 = math.log(0.5) + _log_erfc((z0 - j) / (math.sqrt(2) * z))
-        log_s0 = log_t0 + (i * i - i) / (2 * z * z) + log_e0
-        log_s1 = log_t1 + (j * j - j) / (2 * z * z) + log_e1
-        log_a0 = _log_add_signed(log_a0, log_s0, sign)
-        log_a1 = _log_add_signed(log_a1, log_s1, sign)
-        i += 1
-        if max(log_s0, log_s1) < -30 or i > 10_000:
+    first = 0
+    while first < _SERIES_TERMS:
+        count = min(_SERIES_BLOCK, _SERIES_TERMS - first)
+        sign, log_s0, log_s1 = _series_terms(q, z, alpha, first, count)
+        small = np.flatnonzero(np.maximum(log_s0, log_s1) < -30)
+        last = int(small[0]) if small.size else count - 1
+        for term in range(last + 1):
+            log_a0 = _log_add_signed(log_a0, float(log_s0[term]), float(sign[term]))
+            log_a1 = _log_add_signed(log_a1, float(log_s1[term]), float(sign[term]))
+        if small.size:
             break
+        first += count
     return float(np.logaddexp(log_a0, log_a1))
 
 

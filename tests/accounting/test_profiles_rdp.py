@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from scipy.special import log_ndtr as scipy_log_ndtr
 
 from dpaudit.mechanisms.accounting import conversions as conv
 from dpaudit.mechanisms.accounting import profiles, rdp
@@ -105,6 +106,41 @@ def test_subsampled_gaussian_fractional_order_matches_quadrature():
     assert ours == pytest.approx(exact, rel=1e-9)  # 1.0854180569e-3
     # dp-accounting 0.6 adds the series terms without their signs: an upper bound (1.08548710e-3)
     assert ours <= 1.08548710e-3
+
+
+def _term_by_term_log_a(q: float, z: float, alpha: float) -> float:
+    """The fractional-order series of MTZ Sec. 3.3 summed one term at a time (the reference of the blocked one)."""
+    log_a0 = log_a1 = -math.inf
+    z0 = z * z * math.log(1 / q - 1) + 0.5
+    def log_half_erfc(x: float) -> float:  # log(erfc(x) / 2), as log(1/2) + log(erfc(x))
+        return math.log(0.5) + (math.log(2.0) + float(scipy_log_ndtr(-x * math.sqrt(2.0))))
+    for i in range(10_001):
+        k = np.array([float(i)])
+        sign, log_coef, j = float(rdp._binom_sign(alpha, k)[0]), float(rdp._log_abs_binom(alpha, k)[0]), alpha - i
+        log_e0 = log_half_erfc((i - z0) / (math.sqrt(2) * z))
+        log_e1 = log_half_erfc((z0 - j) / (math.sqrt(2) * z))
+        log_s0 = log_coef + i * math.log(q) + j * math.log1p(-q) + (i * i - i) / (2 * z * z) + log_e0
+        log_s1 = log_coef + j * math.log(q) + i * math.log1p(-q) + (j * j - j) / (2 * z * z) + log_e1
+        log_a0, log_a1 = rdp._log_add_signed(log_a0, log_s0, sign), rdp._log_add_signed(log_a1, log_s1, sign)
+        if max(log_s0, log_s1) < -30:
+            break
+    return float(np.logaddexp(log_a0, log_a1))
+
+
+def test_blocked_fractional_series_is_the_term_by_term_sum_bit_for_bit():
+    # the series is computed a block of terms at a time and added in order: the same floats as one term at a
+    # time, over rates, noises and orders whose series end in the first block and several blocks later
+    from dpaudit.mechanisms.accounting.rdp import _SERIES_BLOCK
+
+    cases = [(q, z, a) for q in (1e-3, 0.05, 0.5) for z in (0.4, 1.0, 4.0) for a in (1.05, 2.5, 11.95, 60.5)]
+    assert max(_terms(q, z, a) for q, z, a in cases) > 2 * _SERIES_BLOCK  # some run past two blocks
+    for q, z, a in cases:
+        assert rdp._log_a_fractional(q, z, a) == _term_by_term_log_a(q, z, a), (q, z, a)
+
+
+def _terms(q: float, z: float, alpha: float) -> int:
+    sign, log_s0, log_s1 = rdp._series_terms(q, z, alpha, 0, 10_001)
+    return int(np.flatnonzero(np.maximum(log_s0, log_s1) < -30)[0]) + 1
 
 
 def test_opacus_golden_epsilon():
