@@ -143,3 +143,29 @@ def test_estimate_in_either_order_of_the_files(tmp_path, capsys):
         assert document["empirical"]["epsilon"]["orientation"] == (
             "larger under S'" if name == "ordered" else "smaller under S'")
     assert bounds["ordered"] > 2.0 and bounds["swapped"] >= 0.85 * bounds["ordered"]
+
+
+def test_one_run_tail_confidence_lies_just_past_the_root():
+    # the tail bound's confidence s (mass ``tail`` above it) is rounded up: at or past the root of the mass
+    # (a smaller error rate, a larger p-value), by at most the relative margin 1e-7 plus 1e-7, over the cut
+    # quantiles the bound uses and the mu values it tries (Newton stops once its steps are below 1e-12)
+    from scipy.special import ndtr
+
+    from dpaudit.auditing.statistics.one_run_tail import CELLS, _confidence_at, _cut_quantiles
+
+    mu = np.array([0.0, 0.05, 0.25, 1.0, 2.5, 8.0, 16.0, 40.0])[None, :]
+    for canaries, guesses in ((1000, 100), (1000, 900), (10_000, 50)):
+        tail = (1.0 - _cut_quantiles(canaries, guesses, CELLS))[:, None]
+        tail = tail[tail[:, 0] > 0]
+        s = _confidence_at(tail, mu)
+
+        def mass(x):
+            return ndtr(-(x + mu / 2)) + ndtr(-(x - mu / 2))
+        low, high = np.zeros_like(s), s + 50.0
+        for _ in range(200):
+            middle = (low + high) / 2
+            above = mass(middle) > tail
+            low, high = np.where(above, middle, low), np.where(above, high, middle)
+        root = high  # the root by bisection (200 halvings: at the float's resolution), mass at most tail
+        assert np.all(s >= root), (canaries, guesses)
+        assert np.all(s <= root * (1 + 1e-7) + 1e-7 + 1e-9 * (1 + root)), (canaries, guesses)
