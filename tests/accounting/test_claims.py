@@ -197,3 +197,22 @@ def test_bound_cli_errors(capsys):
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 4 and all(line.startswith("dpaudit: error:") for line in lines)
     assert main(["bound", "pnsgd", "--epsilon", "1.0"]) == 0
+
+
+@pytest.mark.parametrize("sampling, noise_std", [("poisson", 0.1), ("poisson", 1.0), ("without-replacement", 2.0)])
+def test_subsampling_composition_delta_is_its_epsilon_read_the_other_way(sampling, noise_std):
+    # delta(eps) in closed form (per-step epsilon from the amplification, T q delta_step): the smallest delta
+    # whose epsilon (the claim's epsilon_fn, rounded up) is at most eps, as bisection on that epsilon finds it
+    from dpaudit.mechanisms.accounting.claims import delta_for_epsilon
+
+    mech = mechanisms.make("dp-sgd", n=40, dim=1, batch_size=4, steps=30, noise_std=noise_std, sampling=sampling)
+    claim = next(c for c in mech.claims() if c.name == "subsampling-composition")
+    for eps in [0.05, 0.5, 1.0, 2.0, 4.0, 8.0, 30.0]:
+        closed, bisected = claim.delta(eps), min(delta_for_epsilon(claim.epsilon_fn, eps), 1.0)
+        assert closed == pytest.approx(bisected, rel=1e-6), eps  # bisection stops at 2^-60 of 745 in log delta
+        if closed < 1.0:
+            assert claim.epsilon(closed) <= eps * (1 + 1e-9), eps  # the pair it states is one the theorem gives
+    # at eps = 0 the theorem's delta is T q delta_step(0), below 1 at these noises (bisection stopped at 1: the
+    # amplified 0 rounds to 1e-16 without replacement)
+    if noise_std >= 1.0:
+        assert claim.delta(0.05) < claim.delta(0.0) < 1.0

@@ -21,7 +21,7 @@ from dpaudit.mechanisms.accounting.builders.builder import ClaimBuilder
 from dpaudit.mechanisms.accounting.claims import Claim, delta_for_epsilon, not_applicable, rdp_claim
 from dpaudit.mechanisms.accounting.descriptions import MinibatchNoisySgd
 from dpaudit.mechanisms.accounting.lssgd import lssgd_claim_condition, lssgd_claim_epsilon
-from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
+from dpaudit.mechanisms.accounting.profiles import gaussian_delta, gaussian_epsilon
 from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS, subsampled_gaussian_rdp
 from dpaudit.mechanisms.accounting.scheduled import is_scheduled, scheduled_claims
 from dpaudit.mechanisms.accounting.shuffled_batches import CHUA, GAUSSIAN_EPOCHS, shuffled_claims
@@ -90,8 +90,17 @@ def _sgd_claims(mech: MinibatchNoisySgd) -> list[Claim]:
         step_eps = float(gaussian_epsilon(delta / (T * q), mu_step))  # per-step delta * q * T = delta
         return T * float(amplify_by_subsampling(step_eps, 0.0, q)[0])
 
+    def composed_delta(epsilon: float) -> float:
+        # the same theorem read the other way, in closed form: the per-step epsilon s whose amplification is
+        # epsilon / T, log(1 + (e^(epsilon/T) - 1) / q) (stable for any epsilon), and T q delta_step(s);
+        # rounded up by a relative 1e-12, far above the few ulps of the Gaussian profile's arithmetic, and
+        # never to 0 (a delta below the floats' range is the smallest positive float)
+        share = float(epsilon) / T
+        step = share + math.log1p(-(1 - q) * math.exp(-share)) - math.log(q) if share > 0 else 0.0
+        return max(T * q * float(gaussian_delta(max(step, 0.0), mu_step)) * (1 + 1e-12), math.ulp(0.0))
+
     claims.append(Claim("subsampling-composition", NOTES, relation, epsilon_fn=composed_epsilon,
-                        delta_fn=lambda e: delta_for_epsilon(composed_epsilon, e)))
+                        delta_fn=composed_delta))
     diameter = mech.region.diameter
     smooth = loss.smoothness == 0 or mech.eta <= 2 / loss.smoothness
     if mech.release == "iterates":
