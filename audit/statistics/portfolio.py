@@ -125,6 +125,17 @@ def _strength(held_a: np.ndarray, held_b: np.ndarray, *, delta: float, confidenc
     return value if np.isfinite(value) and value > -1e300 else 0.0
 
 
+def _order_key(held_a: np.ndarray, held_b: np.ndarray) -> bytes:
+    """The joint order of held-out scores of both sides, ties kept: equal keys, equal tests at every threshold.
+
+    Every threshold a strength tries is a pooled held-out value picked by its rank
+    (``audit.statistics.thresholds.candidate_thresholds``), and every count is of scores on either side of it,
+    so :func:`_strength` is the same for any two candidates with the same key.
+    """
+    _, ranks = np.unique(np.concatenate([held_a, held_b]), return_inverse=True)
+    return np.int64(held_a.size).tobytes() + ranks.astype(np.int64).tobytes()
+
+
 def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, cal_b: np.ndarray, *,
                  seed: int, delta: float, confidence: float,
                  planned: int | None = None) -> tuple[Score, ScoreFunction, tuple[Candidate, ...]]:
@@ -157,6 +168,16 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
     efficiency: dict[str, float] = {}
     # the two halves of each side: every candidate is fitted on one and judged on the other, both ways round
     halves = ((cal_a[:half_a], cal_b[:half_b]), (cal_a[half_a:], cal_b[half_b:]))
+    strengths: dict[bytes, float] = {}
+
+    def judged_strength(held_a: np.ndarray, held_b: np.ndarray) -> float:
+        # a strength reads the held-out scores' order only: candidates whose scores one increasing map takes to
+        # another's (on a one-dimensional output: the projection, the Gaussian and logistic fits) share it
+        key = _order_key(held_a, held_b)
+        if key not in strengths:
+            strengths[key] = _strength(held_a, held_b, delta=delta, confidence=confidence, seed=seed,
+                                       planned=planned)
+        return strengths[key]
     for score in scores:
         reason = score_applies(score, pair)
         if reason:
@@ -184,8 +205,7 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
         if reason:
             candidates.append(Candidate(score.name, False, reason))
             continue
-        eps = float(np.mean([_strength(a, b, delta=delta, confidence=confidence, seed=seed, planned=planned)
-                             for a, b in judged]))
+        eps = float(np.mean([judged_strength(a, b) for a, b in judged]))
         held[score.name] = judged
         if first_preferred:
             preferred.append(score.name)

@@ -95,3 +95,26 @@ def test_a_strength_whose_ways_plan_no_bound_reads_zero_without_an_overflow(monk
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert portfolio._strength(*held, delta=1e-5, confidence=0.95, seed=0, planned=10_000) == 0.0
+
+
+def test_candidates_whose_held_out_scores_are_in_one_order_share_their_strength(monkeypatch):
+    # on one-dimensional outputs several candidates order the held-out scores alike; their strength is computed
+    # once. Every candidate's strength and mu, and the choice, are the ones computed candidate by candidate
+    import itertools
+
+    from dpaudit.auditing.statistics import portfolio
+
+    direct, shared_key, calls = portfolio._strength, portfolio._order_key, []
+    unique = itertools.count()
+    monkeypatch.setattr(portfolio, "_strength", lambda *a, **k: calls.append(1) or direct(*a, **k))
+    for name, kwargs, index in (("gaussian", dict(sigma=2.0), None), ("laplace", dict(scale=2.0), None),
+                                ("pnsgd", dict(n=4, dim=1, eta=0.5, sigma=1.0, domain="box", low=0.0, high=1.0), 4)):
+        results = []
+        for key in (shared_key, lambda a, b: next(unique).to_bytes(8, "little")):  # shared, then one per call
+            monkeypatch.setattr(portfolio, "_order_key", key)
+            calls.clear()
+            result = dpaudit.audit(dpaudit.make(name, **kwargs), index=index, trials=4000, delta=1e-5, seed=3)
+            results.append((result.attack["portfolio"], result.attack["score"], result.epsilon_lower_bound,
+                            len(calls)))
+        assert results[0][:3] == results[1][:3], name
+        assert results[0][3] < results[1][3], name  # shared: fewer strengths computed
