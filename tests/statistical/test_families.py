@@ -84,20 +84,31 @@ def _shuffled_epsilon(delta: float, sigma: float) -> float:
     """Exact epsilon of ``P = (N(2 e_1) + N(2 e_2)) / 2`` against ``Q = (N(e_1) + N(e_2)) / 2``, noise ``sigma``.
 
     One epoch of two shuffled batches (docs/theory.md 6). ``delta(eps)`` of both orders by a midpoint
-    rule on a grid of step 0.01 sigma over +-9 sigma (error far below 1e-4); epsilon by bisection.
+    rule on a grid of step 0.01 sigma over +-9 sigma (error far below 1e-4); epsilon by bisection. The
+    cells are sorted once by their likelihood ratio, so each ``delta(eps)`` is a difference of two tail sums
+    (the same cells as summing ``max(p - e^eps q, 0)``, in another order: 5e-14 apart).
     """
     from scipy import stats
 
     axis = np.arange(-9 * sigma, 2 + 9 * sigma, 0.01 * sigma)
-    x, y = np.meshgrid(axis, axis, indexing="ij")
+    centre = stats.norm.pdf(axis, 0, sigma)
 
     def mixture(mean):
-        return 0.5 * (stats.norm.pdf(x, mean, sigma) * stats.norm.pdf(y, 0, sigma)
-                      + stats.norm.pdf(x, 0, sigma) * stats.norm.pdf(y, mean, sigma)) * (0.01 * sigma) ** 2
+        moved = stats.norm.pdf(axis, mean, sigma)
+        return (0.5 * (np.multiply.outer(moved, centre) + np.multiply.outer(centre, moved))
+                * (0.01 * sigma) ** 2).ravel()
     p, q = mixture(2.0), mixture(1.0)
+    tails = []  # per order: the cells' negated log ratios, ascending, and the tail sums of both laws over them
+    for big, small in ((p, q), (q, p)):
+        ratio = np.log(big) - np.log(small)
+        order = np.argsort(-ratio)
+        tails.append((-ratio[order], np.concatenate([[0.0], np.cumsum(big[order])]),
+                      np.concatenate([[0.0], np.cumsum(small[order])])))
 
     def delta_of(eps):
-        return max(np.maximum(p - math.exp(eps) * q, 0).sum(), np.maximum(q - math.exp(eps) * p, 0).sum())
+        # the cells whose ratio exceeds e^eps: sum of (big - e^eps small) over them
+        return max(big[k] - math.exp(eps) * small[k]
+                   for negated, big, small in tails for k in [np.searchsorted(negated, -eps, side="left")])
     low, high = 0.0, 20.0
     for _ in range(50):
         mid = 0.5 * (low + high)
