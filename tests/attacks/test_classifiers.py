@@ -56,6 +56,64 @@ def test_mlp_scores_are_larger_under_the_shifted_dataset_and_reproducible():
     np.testing.assert_array_equal(score(test_a[:50]), fit_mlp(a, b, hidden=8, seed=3)(test_a[:50]))
 
 
+def _autograd_mlp(cal_a, cal_b, *, hidden, seed):
+    """The network score trained through torch's autograd and modules (the reference of the written-out gradient),
+    on one torch thread as ``fit_mlp`` trains."""
+    import torch
+
+    from dpaudit.attacks import classifiers
+
+    x, y, mean, std = classifiers._standardise(cal_a, cal_b)
+    features, labels = torch.from_numpy(x), torch.from_numpy(y)
+    generator = torch.Generator().manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(features.shape[1], hidden), torch.nn.ReLU(),
+                                torch.nn.Linear(hidden, 1)).to(torch.float64)
+    parameters = list(model.parameters())
+    with torch.no_grad():
+        for parameter in parameters:
+            parameter.copy_(torch.randn(parameter.shape, generator=generator, dtype=torch.float64) * 0.1)
+    (beta1, beta2) = classifiers.ADAM_BETAS
+    first, second = [torch.zeros_like(p) for p in parameters], [torch.zeros_like(p) for p in parameters]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _autograd_steps(model, features, labels, first, second)
+    finally:
+        torch.set_num_threads(threads)
+    return lambda outputs: model(torch.from_numpy((outputs - mean) / std)).squeeze(-1).detach().numpy()
+
+
+def _autograd_steps(model, features, labels, first, second):
+    import torch
+
+    from dpaudit.attacks import classifiers
+
+    (beta1, beta2), parameters = classifiers.ADAM_BETAS, list(model.parameters())
+    for step in range(1, classifiers.MLP_STEPS + 1):
+        for parameter in parameters:
+            parameter.grad = None
+        torch.nn.BCEWithLogitsLoss()(model(features).squeeze(-1), labels).backward()
+        with torch.no_grad():
+            for parameter, m, v in zip(parameters, first, second):
+                m.mul_(beta1).add_(parameter.grad, alpha=1 - beta1)
+                v.mul_(beta2).addcmul_(parameter.grad, parameter.grad, value=1 - beta2)
+                denominator = (v / (1 - beta2 ** step)).sqrt_().add_(classifiers.ADAM_EPS)
+                parameter.addcdiv_(m, denominator, value=-classifiers.MLP_LEARNING_RATE / (1 - beta1 ** step))
+
+
+def test_mlp_gradient_written_out_gives_autograds_scores_bit_for_bit():
+    # sizes from two records to thousands, one to hundreds of coordinates, rounded outputs (ties at the ReLU)
+    rng = np.random.default_rng(0)
+    for case, (n, dim, shift) in enumerate([(2, 1, 0.0), (20, 3, 0.5), (300, 1, 2.0), (1000, 40, 0.1),
+                                            (3000, 200, 0.1), (64, 500, 1.0)]):
+        cal_a, cal_b = rng.normal(size=(n, dim)), rng.normal(size=(n, dim)) + shift
+        if case % 2:
+            cal_a, cal_b = np.round(cal_a), np.round(cal_b)
+        probe = rng.normal(size=(200, dim))
+        assert np.array_equal(fit_mlp(cal_a, cal_b, hidden=32, seed=case)(probe),
+                              _autograd_mlp(cal_a, cal_b, hidden=32, seed=case)(probe)), (n, dim)
+
+
 def test_clopper_pearson_bounds_equal_statsmodels_bit_for_bit():
     rng = np.random.default_rng(7)
     for trials in (1, 7, 1000, 10**6):
