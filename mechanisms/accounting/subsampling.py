@@ -17,6 +17,7 @@ import numpy as np
 
 __all__ = [
     "amplify_by_subsampling",
+    "base_epsilon",
     "shuffle_epsilon",
     "shuffle_max_local_epsilon",
 ]
@@ -35,6 +36,18 @@ def amplify_by_subsampling(epsilon, delta, sample_rate: float):
         amplified = np.logaddexp(np.log1p(-sample_rate) if sample_rate < 1 else -np.inf,
                                  np.log(sample_rate) + eps)
     return np.maximum(amplified, 0.0), sample_rate * np.asarray(delta, dtype=float)
+
+
+def base_epsilon(epsilon: float, sample_rate: float) -> float:
+    """The base mechanism's epsilon whose amplification (:func:`amplify_by_subsampling`) is ``epsilon``.
+
+    ``log(1 + (e^eps - 1) / q)``, written ``eps + log(1 - (1 - q) e^-eps) - log q`` so that it stays finite for
+    any ``epsilon``; 0 at ``epsilon <= 0``.
+    """
+    eps = float(epsilon)
+    if eps <= 0:
+        return 0.0
+    return max(eps + math.log1p(-(1 - sample_rate) * math.exp(-eps)) - math.log(sample_rate), 0.0)
 
 
 def shuffle_max_local_epsilon(*, n: int, delta: float) -> float:

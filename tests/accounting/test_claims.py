@@ -216,3 +216,11 @@ def test_subsampling_composition_delta_is_its_epsilon_read_the_other_way(samplin
     # amplified 0 rounds to 1e-16 without replacement)
     if noise_std >= 1.0:
         assert claim.delta(0.05) < claim.delta(0.0) < 1.0
+
+
+def test_base_epsilon_inverts_the_amplification():
+    for q in (1e-4, 0.1, 0.5, 1.0):
+        for eps in (1e-6, 0.3, 2.0, 50.0):
+            amplified = float(subsampling.amplify_by_subsampling(subsampling.base_epsilon(eps, q), 0.0, q)[0])
+            assert amplified == pytest.approx(eps, rel=1e-9), (q, eps)
+    assert subsampling.base_epsilon(0.0, 0.1) == 0.0 and np.isfinite(subsampling.base_epsilon(1e4, 0.01))

@@ -25,7 +25,7 @@ from dpaudit.mechanisms.accounting.profiles import gaussian_delta, gaussian_epsi
 from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS, subsampled_gaussian_rdp
 from dpaudit.mechanisms.accounting.scheduled import is_scheduled, scheduled_claims
 from dpaudit.mechanisms.accounting.shuffled_batches import CHUA, GAUSSIAN_EPOCHS, shuffled_claims
-from dpaudit.mechanisms.accounting.subsampling import amplify_by_subsampling
+from dpaudit.mechanisms.accounting.subsampling import amplify_by_subsampling, base_epsilon
 from dpaudit.mechanisms.accounting.tight import PLD_CITATION, WOR_CITATION, pld_claim, wor_gaussian_rdp, wor_rdp_claim
 
 MTZ = "Mironov, Talwar, Zhang 2019 (Poisson-subsampled Gaussian RDP), converted by CKS Prop. 12"
@@ -91,13 +91,11 @@ def _sgd_claims(mech: MinibatchNoisySgd) -> list[Claim]:
         return T * float(amplify_by_subsampling(step_eps, 0.0, q)[0])
 
     def composed_delta(epsilon: float) -> float:
-        # the same theorem read the other way, in closed form: the per-step epsilon s whose amplification is
-        # epsilon / T, log(1 + (e^(epsilon/T) - 1) / q) (stable for any epsilon), and T q delta_step(s);
-        # rounded up by a relative 1e-12, far above the few ulps of the Gaussian profile's arithmetic, and
-        # never to 0 (a delta below the floats' range is the smallest positive float)
-        share = float(epsilon) / T
-        step = share + math.log1p(-(1 - q) * math.exp(-share)) - math.log(q) if share > 0 else 0.0
-        return max(T * q * float(gaussian_delta(max(step, 0.0), mu_step)) * (1 + 1e-12), math.ulp(0.0))
+        # the same theorem read the other way, in closed form: the per-step epsilon whose amplification is
+        # epsilon / T, and T q delta_step at it; rounded up by a relative 1e-12, far above the few ulps of the
+        # Gaussian profile's arithmetic, and never to 0 (a delta below the floats' range is the smallest float)
+        step = base_epsilon(float(epsilon) / T, q)
+        return max(T * q * float(gaussian_delta(step, mu_step)) * (1 + 1e-12), math.ulp(0.0))
 
     claims.append(Claim("subsampling-composition", NOTES, relation, epsilon_fn=composed_epsilon,
                         delta_fn=composed_delta))
