@@ -22,6 +22,7 @@ from dpaudit.auditing.jobs.runner import RunOptions
 from dpaudit.auditing.jobs.store import Store, StoreError
 from dpaudit.cli import main
 from tests.audit.conftest import SMALL
+from tests.audit.jobs.store_openers import open_many
 from tests.helpers import run_documents
 
 REPO = Path(__file__).resolve().parents[3]
@@ -136,25 +137,12 @@ def test_read_only_store_and_directory(filled_store, tmp_path, capsys):
         _chattr("-i", locked)
 
 
-def _open_many(directory: str, start: float, count: int, queue) -> None:
-    while time.time() < start:
-        time.sleep(0.001)
-    failures = []
-    for number in range(count):
-        try:
-            with Store(Path(directory) / f"s{number}.sqlite") as store:
-                store.register_audit("x", "t", {}, "v")
-        except Exception as exc:  # noqa: BLE001 - every failure is counted
-            failures.append(f"{type(exc).__name__}: {exc}")
-    queue.put(failures)
-
-
 def test_eight_processes_opening_new_stores_never_fail(tmp_path):
     # 8 processes open the same 50 new stores in the same order, starting together
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     start = time.time() + 3.0
-    processes = [context.Process(target=_open_many, args=(str(tmp_path), start, 50, queue)) for _ in range(8)]
+    processes = [context.Process(target=open_many, args=(str(tmp_path), start, 50, queue)) for _ in range(8)]
     for process in processes:
         process.start()
     failures = [failure for _ in processes for failure in queue.get(timeout=120)]
