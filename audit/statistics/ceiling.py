@@ -21,6 +21,8 @@ docs/theory.md 3.4 (the statistical ceiling and its band).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -221,9 +223,36 @@ def exact_ceiling(values: np.ndarray, mass_a: np.ndarray, mass_b: np.ndarray, *,
 
 def exact_ceiling_band(values: np.ndarray, mass_a: np.ndarray, mass_b: np.ndarray, *, trials: int, delta: float,
                        confidence: float = 0.95) -> CeilingBand:
-    """:func:`exact_ceiling` with its band (:func:`statistical_ceiling_band`)."""
-    return statistical_ceiling_band(*_law_rates(values, mass_a, mass_b), trials=trials, delta=delta,
+    """:func:`exact_ceiling` with its band (:func:`statistical_ceiling_band`).
+
+    The band is a function of the law, the trials, delta and the confidence only (its draws are seeded by
+    ``BAND_SEED``), so each is computed once a process and kept (:data:`_BANDS`, keyed by a digest of the law's
+    floats): audits of one pair at one budget (seeds, chunk sizes, a rerun) ask for the same band again.
+    """
+    values, mass_a, mass_b = (np.ascontiguousarray(v, dtype=float) for v in (values, mass_a, mass_b))
+    digest = hashlib.blake2b(digest_size=20)
+    for array in (values, mass_a, mass_b):
+        digest.update(np.int64(array.size).tobytes())
+        digest.update(array.tobytes())
+    key = (digest.digest(), trials, float(delta), float(confidence))
+    with _BANDS_LOCK:
+        band = _BANDS.pop(key, None)
+        if band is not None:
+            _BANDS[key] = band  # most recently used last
+            return band
+    band = statistical_ceiling_band(*_law_rates(values, mass_a, mass_b), trials=trials, delta=delta,
                                     confidence=confidence)
+    with _BANDS_LOCK:
+        _BANDS[key] = band
+        while len(_BANDS) > _BANDS_KEPT:
+            del _BANDS[next(iter(_BANDS))]
+    return band
+
+
+#: Bands of :func:`exact_ceiling_band` already computed in this process, least recently used first
+_BANDS: dict[tuple, CeilingBand] = {}
+_BANDS_KEPT = 256
+_BANDS_LOCK = threading.Lock()  # audits on joblib's threads share it
 
 
 def _law_rates(values: np.ndarray, mass_a: np.ndarray, mass_b: np.ndarray) -> tuple:

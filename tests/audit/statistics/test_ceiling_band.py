@@ -15,9 +15,11 @@ from dpaudit.auditing.statistics.ceiling import (
     BAND_DRAWS,
     _exact_conditional,
     _gaussian_rates,
+    _law_rates,
     _oracle,
     _rates,
     _single_rate_bounds,
+    exact_ceiling_band,
     gaussian_ceiling,
     gaussian_ceiling_band,
     statistical_ceiling_band,
@@ -68,6 +70,28 @@ def test_band_of_a_tabulated_law_with_rates_off_by_rounding():
                                     lambda t: np.interp(t, values, np.cumsum(mass) - 1e-16), values,
                                     trials=1000, delta=1e-5)
     assert 0.0 <= band.low <= band.high
+
+
+def test_a_kept_band_is_the_band_of_its_own_law_trials_delta_and_confidence():
+    """exact_ceiling_band keeps each band it computes: asked again it gives the computed band, and a law that
+    differs in one float (or at other trials, delta or confidence) gets its own."""
+    values = np.linspace(-4.0, 4.0, 801)
+    mass_a = np.exp(-0.5 * values**2)
+    mass_b = np.exp(-0.5 * (values - 1.0) ** 2)
+    mass_a, mass_b = mass_a / mass_a.sum(), mass_b / mass_b.sum()
+
+    def direct(a, b, **settings):
+        return statistical_ceiling_band(*_law_rates(values, a, b), **settings)
+    settings = {"trials": 20_000, "delta": 1e-5, "confidence": 0.95}
+    first = exact_ceiling_band(values, mass_a, mass_b, **settings)
+    assert first == direct(mass_a, mass_b, **settings)
+    assert exact_ceiling_band(values.copy(), mass_a.copy(), mass_b.copy(), **settings) is first  # kept
+    moved = mass_b.copy()
+    moved[400] = np.nextafter(moved[400], 1.0)  # one ulp of one mass
+    assert exact_ceiling_band(values, mass_a, moved, **settings) is not first
+    for change in ({"trials": 20_001}, {"delta": 1e-4}, {"confidence": 0.9}):
+        other = {**settings, **change}
+        assert exact_ceiling_band(values, mass_a, mass_b, **other) == direct(mass_a, mass_b, **other) != first
 
 
 def test_dp_sgd_results_give_the_band_beside_the_ceiling(tmp_path):
