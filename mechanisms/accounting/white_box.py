@@ -148,11 +148,25 @@ def steps_reference_scores(mech, data_a: Dataset, data_b: Dataset, size: int, se
     beyond any threshold is close to ``size`` times its probability. A
     threshold chosen on them for ``size`` certification trials is the one the
     ceiling (docs/theory.md 3.4) would pick, and is independent of every
-    trial that certifies a bound.
+    trial that certifies a bound. The last four asked for are kept (read-only
+    arrays): a sequential audit asks again at every look.
     """
     draws = draws or min(max(10 * size, 100_000), 1_000_000)
-    levels = (np.arange(size) + 0.5) / size
-    return tuple(np.quantile(scores, levels) for scores in _simulate(mech, data_a, data_b, draws, seed))
+    c, d_a, d_b = _structure(mech, data_a, data_b)
+    # a sequential audit asks again at every look (the same size and seed): kept, read-only, per process
+    key = (mech, c.tobytes(), d_a.tobytes(), d_b.tobytes(), size, seed, draws)
+    if key not in _REFERENCES:
+        levels = (np.arange(size) + 0.5) / size
+        kept = tuple(np.quantile(scores, levels) for scores in _simulate(mech, data_a, data_b, draws, seed))
+        for scores in kept:
+            scores.setflags(write=False)
+        _REFERENCES[key] = kept
+        while len(_REFERENCES) > 4:
+            _REFERENCES.pop(next(iter(_REFERENCES)))
+    return _REFERENCES[key]
+
+
+_REFERENCES: dict = {}  #: reference scores already drawn in this process (the last four asked for)
 
 
 def _simulate(mech, data_a: Dataset, data_b: Dataset, size: int, seed: int,

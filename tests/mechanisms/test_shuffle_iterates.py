@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -14,6 +15,7 @@ import dpaudit
 from dpaudit.attacks.canaries import CanarySpec
 from dpaudit.auditing.statistics.ceiling import exact_ceiling, statistical_ceiling
 from dpaudit.core.errors import NotExact, ParameterError
+from dpaudit.mechanisms.accounting import white_box
 from dpaudit.mechanisms.accounting.white_box import step_sums
 
 
@@ -166,6 +168,29 @@ def test_reference_scores_follow_the_law_of_the_real_scores(name, dim, sampling)
     # two-sample Kolmogorov-Smirnov at level 1e-4 (the release grid moves scores by far less than their spread)
     assert stats.ks_2samp(ref_a, real_a).pvalue > 1e-4 and stats.ks_2samp(ref_b, real_b).pvalue > 1e-4
     assert np.mean(real_b) > np.mean(real_a)
+
+
+def test_reference_scores_asked_again_are_the_ones_drawn_and_cannot_be_changed():
+    """A sequential audit asks for the same reference scores at every look: they are drawn once a process (the
+    quantiles of the simulated scores at the same size, seed and draws), read-only; another seed, size or
+    instance draws its own."""
+    mech = dpaudit.make("dp-sgd", n=20, dim=2, batch_size=5, steps=8, noise_std=0.2, sampling="shuffle",
+                        output="iterates")
+    pair = CanarySpec().build(mech, 20)
+    first = white_box.steps_reference_scores(mech, pair.dataset_a, pair.dataset_b, 3000, seed=4)
+    assert white_box.steps_reference_scores(mech, pair.dataset_a, pair.dataset_b, 3000, seed=4) is first
+    simulated = white_box._simulate(mech, pair.dataset_a, pair.dataset_b, 100_000, 4)
+    levels = (np.arange(3000) + 0.5) / 3000
+    for kept, scores in zip(first, simulated):
+        assert np.array_equal(kept, np.quantile(scores, levels))
+        with pytest.raises(ValueError, match="read-only"):
+            kept[0] = 0.0
+    other_seed = white_box.steps_reference_scores(mech, pair.dataset_a, pair.dataset_b, 3000, seed=5)
+    other_size = white_box.steps_reference_scores(mech, pair.dataset_a, pair.dataset_b, 3001, seed=4)
+    other_mech = dataclasses.replace(mech, noise_std=0.3)
+    other_instance = white_box.steps_reference_scores(other_mech, pair.dataset_a, pair.dataset_b, 3000, seed=4)
+    for other in (other_seed, other_size, other_instance):
+        assert not np.array_equal(other[0][:3000], first[0])
 
 
 @pytest.mark.parametrize("sampling", ["shuffle", "shuffle-once"])
