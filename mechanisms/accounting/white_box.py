@@ -148,25 +148,31 @@ def steps_reference_scores(mech, data_a: Dataset, data_b: Dataset, size: int, se
     beyond any threshold is close to ``size`` times its probability. A
     threshold chosen on them for ``size`` certification trials is the one the
     ceiling (docs/theory.md 3.4) would pick, and is independent of every
-    trial that certifies a bound. The last four asked for are kept (read-only
-    arrays): a sequential audit asks again at every look.
+    trial that certifies a bound. The last :data:`REFERENCES_KEPT` asked for
+    are kept (read-only arrays; of at most :data:`REFERENCE_KEPT_SIZE` scores
+    a dataset, so that at most 32 MB stay held): a sequential audit asks again
+    at every look.
     """
     draws = draws or min(max(10 * size, 100_000), 1_000_000)
     c, d_a, d_b = _structure(mech, data_a, data_b)
     # a sequential audit asks again at every look (the same size and seed): kept, read-only, per process
     key = (mech, c.tobytes(), d_a.tobytes(), d_b.tobytes(), size, seed, draws)
-    if key not in _REFERENCES:
-        levels = (np.arange(size) + 0.5) / size
-        kept = tuple(np.quantile(scores, levels) for scores in _simulate(mech, data_a, data_b, draws, seed))
-        for scores in kept:
-            scores.setflags(write=False)
-        _REFERENCES[key] = kept
-        while len(_REFERENCES) > 4:
+    if key in _REFERENCES:
+        return _REFERENCES[key]
+    levels = (np.arange(size) + 0.5) / size
+    drawn = tuple(np.quantile(scores, levels) for scores in _simulate(mech, data_a, data_b, draws, seed))
+    for scores in drawn:
+        scores.setflags(write=False)
+    if size <= REFERENCE_KEPT_SIZE:
+        _REFERENCES[key] = drawn
+        while len(_REFERENCES) > REFERENCES_KEPT:
             _REFERENCES.pop(next(iter(_REFERENCES)))
-    return _REFERENCES[key]
+    return drawn
 
 
-_REFERENCES: dict = {}  #: reference scores already drawn in this process (the last four asked for)
+_REFERENCES: dict = {}  #: reference scores already drawn in this process, oldest first
+REFERENCES_KEPT = 2  #: draws of reference scores kept per process (the last asked for)
+REFERENCE_KEPT_SIZE = 1_000_000  #: reference scores of more trials a dataset than this are drawn again each time
 
 
 def _simulate(mech, data_a: Dataset, data_b: Dataset, size: int, seed: int,

@@ -193,6 +193,25 @@ def test_reference_scores_asked_again_are_the_ones_drawn_and_cannot_be_changed()
         assert not np.array_equal(other[0][:3000], first[0])
 
 
+def test_only_the_last_reference_draws_of_bounded_size_are_kept(monkeypatch):
+    """At most REFERENCES_KEPT draws are held, the oldest dropped first, and none of more scores a dataset than
+    REFERENCE_KEPT_SIZE (drawn again each time, the same values)."""
+    mech = dpaudit.make("dp-sgd", n=20, dim=1, batch_size=5, steps=4, noise_std=0.2, sampling="shuffle",
+                        output="iterates")
+    pair = CanarySpec().build(mech, 20)
+    monkeypatch.setattr(white_box, "_REFERENCES", {})
+    monkeypatch.setattr(white_box, "REFERENCE_KEPT_SIZE", 2000)
+
+    def draw(size, seed):
+        return white_box.steps_reference_scores(mech, pair.dataset_a, pair.dataset_b, size, seed=seed)
+    big = draw(2001, 0)
+    again = draw(2001, 0)
+    assert again is not big and all(np.array_equal(x, y) for x, y in zip(again, big))
+    first, second, third = draw(100, 1), draw(100, 2), draw(100, 3)
+    assert draw(100, 3) is third and draw(100, 2) is second and draw(100, 1) is not first
+    assert len(white_box._REFERENCES) == white_box.REFERENCES_KEPT
+
+
 @pytest.mark.parametrize("sampling", ["shuffle", "shuffle-once"])
 def test_model_shuffled_batches_use_the_canary_once_per_epoch(sampling):
     # zero features: every record's weight gradient is 0, so the first weight moves only by the injected
