@@ -23,7 +23,7 @@ from dpaudit.mechanisms.accounting.last_iterate import MixtureLaws
 if TYPE_CHECKING:  # annotations only: accounting imports no mechanism module
     from dpaudit.mechanisms.dataset import Dataset
 
-__all__ = ["NotExact", "exact_laws", "instance_steps", "likelihood_ratio_law", "log_likelihood_ratio"]
+__all__ = ["NotExact", "exact_laws", "instance_steps", "likelihood_ratio_law", "log_likelihood_ratio", "remember"]
 
 CELLS = 4096
 
@@ -50,7 +50,8 @@ def _instance_key(mech, data_a: Dataset, data_b: Dataset, cells: int) -> tuple:
     return type(mech), identity, dataset(data_a), dataset(data_b), cells
 
 
-def _remember(cache: dict, key, value, size: int = 16):
+def remember(cache: dict, key, value, size: int = 16):
+    """``cache[key] = value``, the oldest entries dropped beyond ``size``; returns ``value`` (a process-local memo)."""
     cache[key] = value
     while len(cache) > size:  # audits of one instance come in runs: a few entries are enough
         cache.pop(next(iter(cache)))
@@ -74,10 +75,10 @@ def exact_laws(mech, data_a: Dataset, data_b: Dataset, cells: int = CELLS) -> tu
     hook = getattr(mech, "exact_output_laws", None)
     closed = hook(data_a, data_b) if hook is not None else None  # NotExact, before anything is remembered
     if closed is not None:
-        return _remember(_LAWS, key, closed)
+        return remember(_LAWS, key, closed)
     steps_a, options = instance_steps(mech, data_a)
     steps_b, _ = instance_steps(mech, data_b)
-    return _remember(_LAWS, key, _run(steps_a, steps_b, cells=cells, **options))
+    return remember(_LAWS, key, _run(steps_a, steps_b, cells=cells, **options))
 
 
 def exact_delta_curve(mech, data_a: Dataset, data_b: Dataset, epsilons, cells: int = CELLS,
@@ -106,8 +107,8 @@ def exact_epsilon(mech, data_a: Dataset, data_b: Dataset, delta: float, cells: i
         return _EPSILONS[key]
     laws = laws or exact_laws(mech, data_a, data_b, cells)
     if isinstance(laws, MixtureLaws):
-        return _remember(_EPSILONS, key, laws.epsilon(delta))
-    return _remember(_EPSILONS, key, _bisect_epsilon(mech, data_a, data_b, delta, cells, laws))
+        return remember(_EPSILONS, key, laws.epsilon(delta))
+    return remember(_EPSILONS, key, _bisect_epsilon(mech, data_a, data_b, delta, cells, laws))
 
 
 def _bisect_epsilon(mech, data_a: Dataset, data_b: Dataset, delta: float, cells: int,

@@ -40,6 +40,7 @@ from scipy import stats
 
 from dpaudit.core.errors import NotExact
 from dpaudit.core.kinds import SHUFFLED
+from dpaudit.mechanisms.accounting.instances import remember
 from dpaudit.mechanisms.accounting.score_law import ScoreLaw
 
 if TYPE_CHECKING:  # annotations only: accounting imports no mechanism module
@@ -163,11 +164,7 @@ def steps_reference_scores(mech, data_a: Dataset, data_b: Dataset, size: int, se
     drawn = tuple(np.quantile(scores, levels) for scores in _simulate(mech, data_a, data_b, draws, seed))
     for scores in drawn:
         scores.setflags(write=False)
-    if size <= REFERENCE_KEPT_SIZE:
-        _REFERENCES[key] = drawn
-        while len(_REFERENCES) > REFERENCES_KEPT:
-            _REFERENCES.pop(next(iter(_REFERENCES)))
-    return drawn
+    return remember(_REFERENCES, key, drawn, size=REFERENCES_KEPT) if size <= REFERENCE_KEPT_SIZE else drawn
 
 
 _REFERENCES: dict = {}  #: reference scores already drawn in this process, oldest first
@@ -236,12 +233,11 @@ def steps_score_law(mech, data_a: Dataset, data_b: Dataset) -> tuple[np.ndarray,
     key = (*kind, mech, c.tobytes(), d_a.tobytes(), d_b.tobytes())
     if key not in _LAWS:  # audits of one instance come in runs: the law is computed once
         if simulated:
-            _LAWS[key] = ScoreLaw(*_simulated_law(mech, data_a, data_b), source=(
-                f"simulated from the exact laws, {SIMULATED_DRAWS:,} draws per dataset (about +-0.1 in epsilon)"))
+            remember(_LAWS, key, ScoreLaw(*_simulated_law(mech, data_a, data_b), source=(
+                f"simulated from the exact laws, {SIMULATED_DRAWS:,} draws per dataset (about +-0.1 in epsilon)")),
+                     size=8)
         else:
-            _LAWS[key] = ScoreLaw(*_score_law(mech, d_a, d_b))
-        while len(_LAWS) > 8:
-            _LAWS.pop(next(iter(_LAWS)))
+            remember(_LAWS, key, ScoreLaw(*_score_law(mech, d_a, d_b)), size=8)
     return _LAWS[key]
 
 
