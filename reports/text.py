@@ -210,9 +210,13 @@ def reading_guide(result: Result) -> list[tuple[str, str]]:
                       + (f" (dpaudit run: audit id {same})" if same else "")
                       + ". That is why it has an audit id, and report file names, of its own."))
     if result.attack.get("portfolio"):
+        uncontested = any(c.get("applicable") and c.get("epsilon") is None for c in result.attack["portfolio"])
         guide.append(("Portfolio", "several scores were fitted on part of the calibration trials and judged on "
                       "the rest; only the strongest certified, on trials none of them saw, so the choice costs "
-                      "nothing in the confidence. Calibration strengths are not certified."))
+                      "nothing in the confidence. Calibration strengths are not certified."
+                      + (" Where a score's fit said it reads the whole output (the discrete score's outcome "
+                         "table), it was taken without a contest and the others are listed as not judged."
+                         if uncontested else "")))
     return guide
 
 
@@ -510,25 +514,31 @@ def portfolio_rows(result: Result) -> list[list[str]]:
     it (``projection = gaussian = logistic`` where they tie), and which one certified.
 
     A score that does not apply is listed once with its reason after the others, at the positions it
-    does not apply to ("every position" when that is all of them), not once per position.
+    does not apply to ("every position" when that is all of them), not once per position; so is a score that
+    applies but was not judged (a preferred score was taken without a contest there).
     """
     candidates = list(typed(result).attack.get("portfolio") or ())
     positions = list(dict.fromkeys(c.get("index") for c in candidates))
     skipped: dict[tuple[str, str], list[Any]] = {}
+    not_judged: dict[tuple[str, str], list[Any]] = {}
     for c in candidates:
         if not c.get("applicable"):
             skipped.setdefault((str(c.get("name")), str(c.get("reason") or "")), []).append(c.get("index"))
+        elif c.get("epsilon") is None:  # applicable, but a preferred score was taken without a contest
+            not_judged.setdefault((str(c.get("name")), str(c.get("reason") or "")), []).append(c.get("index"))
     # scores that gave the same test (the same held-out figures at a position: on a one-dimensional output every
     # score monotone in it orders the trials alike) are one row, naming every score that ties
     tied: dict[tuple[Any, Any, Any], list[Mapping[str, Any]]] = {}
     for c in candidates:
-        if c.get("applicable"):
+        if c.get("applicable") and c.get("epsilon") is not None:
             tied.setdefault((c.get("index"), c.get("epsilon"), c.get("mu")), []).append(c)
     rows = [["-" if index is None else str(index), " = ".join(str(c.get("name")) for c in group), "yes",
              _plain_num(epsilon, ".4g"), _plain_num(mu, ".4g"),
              ("certified (" + str(next(c.get("name") for c in group if c.get("chosen")))
               + ")" if len(group) > 1 else "certified") if any(c.get("chosen") for c in group) else "", ""]
             for (index, epsilon, mu), group in tied.items()]
+    rows += [[_positions_text(where, positions), name, "yes", "not judged", "", "", reason]
+             for (name, reason), where in not_judged.items()]
     rows += [[_positions_text(where, positions), name, "no", "n/a", "n/a", "", reason]
              for (name, reason), where in skipped.items()]
     return rows

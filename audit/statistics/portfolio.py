@@ -21,7 +21,9 @@ plug-in likelihood ratio of the whole output: every score is a function of
 the output), and its classifier on outputs whose every coordinate is a
 category or holds sentinel codes, which the other scores read as
 magnitudes. At small epsilon a contest judged on a few thousand held-out
-trials is mostly noise (docs/theory.md 7). Where no candidate certifies
+trials is mostly noise (docs/theory.md 7). The others are then listed as
+applicable but not judged: their strengths would decide nothing, and only
+the chosen score's own strength is computed. Where no candidate certifies
 anything on its held-out scores (strengths and mu bounds all at 0), a
 candidate whose fit says it is the more efficient local test than the mean
 of the outputs (an ``efficiency`` above 1, read without labels: the
@@ -162,13 +164,14 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
     if min(len(cal_a), len(cal_b)) < PORTFOLIO_CALIBRATION:
         raise ParameterError(f"a portfolio of scores needs at least {PORTFOLIO_CALIBRATION} calibration trials per "
                              f"dataset, got {min(len(cal_a), len(cal_b))}: raise trials or calibration_fraction")
-    candidates: list[Candidate] = []
-    held: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-    preferred: list[str] = []
-    efficiency: dict[str, float] = {}
     # the two halves of each side: every candidate is fitted on one and judged on the other, both ways round
     halves = ((cal_a[:half_a], cal_b[:half_b]), (cal_a[half_a:], cal_b[half_b:]))
+    fit_a_rows, fit_b_rows = selection_fit(len(cal_a)), selection_fit(len(cal_b))
     strengths: dict[bytes, float] = {}
+    # per candidate, in portfolio order: why it is not applicable, or its held-out scores of each way round
+    outcome: dict[str, str | list[tuple[np.ndarray, np.ndarray]]] = {}
+    first_preferred: dict[str, bool] = {}
+    efficiency: dict[str, float] = {}
 
     def judged_strength(held_a: np.ndarray, held_b: np.ndarray) -> float:
         # a strength reads the held-out scores' order only: candidates whose scores one increasing map takes to
@@ -178,54 +181,84 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
             strengths[key] = _strength(held_a, held_b, delta=delta, confidence=confidence, seed=seed,
                                        planned=planned)
         return strengths[key]
-    for score in scores:
+
+    def judge(score: Score, way: int) -> tuple[np.ndarray, np.ndarray] | str:
+        """Fit on one half, score the other: the held-out scores, or why the fit declined."""
+        (fit_a, fit_b), (judge_a, judge_b) = (halves, halves[::-1])[way]
+        fitted = _fit(score, pair, fit_a[:fit_a_rows], fit_b[:fit_b_rows], seed)
+        reason = fitted_declined(fitted)
+        if reason:
+            return reason
+        held_a = np.asarray(fitted(judge_a), dtype=float)
+        held_b = np.asarray(fitted(judge_b), dtype=float)
+        if not (np.all(np.isfinite(held_a)) and np.all(np.isfinite(held_b))):
+            raise ParameterError(f"score {score.name!r} gave scores that are not finite numbers")
+        if way == 0:  # the first way round: what the fit says of itself
+            first_preferred[score.name] = getattr(fitted, "preferred", False) is True
+            efficiency[score.name] = float(getattr(fitted, "efficiency", 0.0))
+        return held_a, held_b
+
+    def judged_way(score: Score, way: int) -> None:
+        try:
+            judged = judge(score, way)
+        except (DPAuditError, ValueError, RuntimeError, FloatingPointError, np.linalg.LinAlgError) as exc:
+            outcome[score.name] = str(exc) or type(exc).__name__
+            return
+        if isinstance(judged, str):
+            outcome[score.name] = judged
+        else:
+            outcome.setdefault(score.name, []).append(judged)
+    for score in scores:  # every candidate's first way round
         reason = score_applies(score, pair)
         if reason:
-            candidates.append(Candidate(score.name, False, reason))
+            outcome[score.name] = reason
             continue
-        judged: list[tuple[np.ndarray, np.ndarray]] = []
+        judged_way(score, 0)
+
+    def rows(judged_names: set[str], chosen: str | None, not_judged: str = "") -> list[Candidate]:
+        listed = []
+        for score in scores:
+            found = outcome[score.name]
+            if isinstance(found, str):
+                listed.append(Candidate(score.name, False, found))
+            elif score.name in judged_names:
+                strength = float(np.mean([judged_strength(a, b) for a, b in found]))
+                listed.append(Candidate(score.name, True, "", strength, chosen=score.name == chosen))
+            else:
+                listed.append(Candidate(score.name, True, not_judged))
+        return listed
+    # a plug-in likelihood ratio, or the only score that reads the output's codes as codes, is taken without a
+    # contest (the others are not judged: their strengths would decide nothing) when its second way round fits
+    # too and its fit on all calibration outputs still says so (a few thousand trials can show an atom that is
+    # not there)
+    dropped: set[str] = set()
+    for score in scores:
+        if not (first_preferred.get(score.name) and isinstance(outcome[score.name], list)):
+            continue
+        judged_way(score, 1)
+        if isinstance(outcome[score.name], str):
+            continue
         try:
-            for (fit_a, fit_b), (judge_a, judge_b) in (halves, halves[::-1]):
-                fitted = _fit(score, pair, fit_a[:selection_fit(len(cal_a))], fit_b[:selection_fit(len(cal_b))],
-                              seed)
-                reason = fitted_declined(fitted)
-                if reason:
-                    break
-                held_a = np.asarray(fitted(judge_a), dtype=float)
-                held_b = np.asarray(fitted(judge_b), dtype=float)
-                if not (np.all(np.isfinite(held_a)) and np.all(np.isfinite(held_b))):
-                    raise ParameterError(f"score {score.name!r} gave scores that are not finite numbers")
-                judged.append((held_a, held_b))
-                if not judged[1:]:  # the first way round: what the fit says of itself
-                    first_preferred = getattr(fitted, "preferred", False) is True
-                    efficiency[score.name] = float(getattr(fitted, "efficiency", 0.0))
-        except (DPAuditError, ValueError, RuntimeError, FloatingPointError, np.linalg.LinAlgError) as exc:
-            candidates.append(Candidate(score.name, False, str(exc) or type(exc).__name__))
-            continue
-        if reason:
-            candidates.append(Candidate(score.name, False, reason))
-            continue
-        eps = float(np.mean([judged_strength(a, b) for a, b in judged]))
-        held[score.name] = judged
-        if first_preferred:
-            preferred.append(score.name)
-        candidates.append(Candidate(score.name, True, "", eps))
-    applicable = [c for c in candidates if c.applicable]
-    if not applicable:
-        raise ParameterError("no score of the portfolio applies: " + "; ".join(
-            f"{c.name}: {c.reason}" for c in candidates))
-    # a plug-in likelihood ratio, or the only score that reads the output's codes as codes: taken when its fit
-    # on all calibration outputs still says so (a few thousand trials can show an atom that is not there)
-    for name in preferred:
-        chosen = next(score for score in scores if score.name == name)
-        try:
-            fitted = _fit(chosen, pair, cal_a, cal_b, seed)
+            fitted = _fit(score, pair, cal_a, cal_b, seed)
         except (DPAuditError, ValueError, RuntimeError, FloatingPointError, np.linalg.LinAlgError):
-            applicable = [c for c in applicable if c.name != name]
+            dropped.add(score.name)
             continue
         if getattr(fitted, "preferred", False) is True:
-            candidates = [dataclasses.replace(c, chosen=c.name == name) for c in candidates]
-            return chosen, fitted, tuple(candidates)
+            note = (f"not judged: {score.name!r} was taken without a contest (its fit says it reads the whole "
+                    "output, docs/theory.md 7)")
+            return score, fitted, tuple(rows({score.name}, score.name, note))
+    # the contest: every other candidate's second way round, then the strengths of both
+    for score in scores:
+        found = outcome[score.name]
+        if isinstance(found, list) and len(found) == 1:
+            judged_way(score, 1)
+    contest = {name for name, found in outcome.items() if isinstance(found, list)}
+    candidates = rows(contest, None)
+    held = {name: outcome[name] for name in contest}
+    if not contest:
+        raise ParameterError("no score of the portfolio applies: " + "; ".join(
+            f"{c.name}: {c.reason}" for c in candidates))
+    applicable = [c for c in candidates if c.applicable and c.name not in dropped]
     if not applicable:
         raise ParameterError("no score of the portfolio applies on all calibration outputs")
     # strengths at or below 0 tie (none resolves an effect at this budget); the mu bound, read near the

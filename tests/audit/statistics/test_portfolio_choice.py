@@ -108,7 +108,7 @@ def test_candidates_whose_held_out_scores_are_in_one_order_share_their_strength(
     unique = itertools.count()
     monkeypatch.setattr(portfolio, "_strength", lambda *a, **k: calls.append(1) or direct(*a, **k))
     for name, kwargs, index in (("gaussian", dict(sigma=2.0), None), ("laplace", dict(scale=2.0), None),
-                                ("pnsgd", dict(n=4, dim=1, eta=0.5, sigma=1.0, domain="box", low=0.0, high=1.0), 4)):
+                                ("pnsgd", dict(n=4, dim=2, eta=0.5, sigma=1.0, domain="ball", radius=1.0), 4)):
         results = []
         for key in (shared_key, lambda a, b: next(unique).to_bytes(8, "little")):  # shared, then one per call
             monkeypatch.setattr(portfolio, "_order_key", key)
@@ -118,3 +118,30 @@ def test_candidates_whose_held_out_scores_are_in_one_order_share_their_strength(
                             len(calls)))
         assert results[0][:3] == results[1][:3], name
         assert results[0][3] < results[1][3], name  # shared: fewer strengths computed
+
+
+def test_a_preferred_score_is_taken_without_judging_the_others(monkeypatch):
+    # randomised response's outcome: the discrete score's table reads the whole output, so it is taken without a
+    # contest; only its own strength is computed (both ways round), the other applicable candidates are listed as
+    # not judged, and the report lists them once each under that note
+    from dpaudit.auditing.jobs import runner
+    from dpaudit.auditing.statistics import portfolio
+    from dpaudit.reports.text import markdown, portfolio_rows
+    from tests import discrete_algorithms as algorithms
+
+    direct, calls, choices = portfolio._strength, [], []
+    monkeypatch.setattr(portfolio, "_strength", lambda *a, **k: calls.append(1) or direct(*a, **k))
+    choose = runner.choose_score
+    monkeypatch.setattr(runner, "choose_score", lambda *a, **k: choices.append(1) or choose(*a, **k))
+    algorithm = algorithms.randomized_response(1.0)
+    result = dpaudit.audit(algorithm.mechanism, dataset_pair=algorithm.pair, trials=20_000, delta=0.0, seed=0)
+    rows = {c["name"]: c for c in result.attack["portfolio"]}
+    assert result.attack["score"] == "discrete" and rows["discrete"]["chosen"]
+    assert choices and len(calls) == 2 * len(choices)  # the chosen score's two ways round, at each choice
+    assert rows["discrete"]["epsilon"] is not None
+    others = [c for c in rows.values() if c["applicable"] and not c["chosen"]]
+    assert {c["name"] for c in others} >= {"projection", "gaussian", "logistic", "mlp"}
+    assert all(c["epsilon"] is None and c["reason"].startswith("not judged: 'discrete'") for c in others)
+    table = portfolio_rows(result)
+    assert sorted(row[1] for row in table if row[3] == "not judged") == sorted(c["name"] for c in others)
+    assert "listed as not judged" in markdown(result)
