@@ -77,10 +77,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpaudit.attacks.classifiers import fit_logistic
+from dpaudit.attacks.classifiers import fit_logistic, fit_logistic_counted
 from dpaudit.attacks.scores import BuiltinScore, register_score
 from dpaudit.attacks.shrinkage import shrink
-from dpaudit.attacks.value_counts import log_likelihood, pool_values, record_groups
+from dpaudit.attacks.value_counts import Counted, log_likelihood, pool_values, record_groups
 from dpaudit.core.errors import ParameterError
 
 if TYPE_CHECKING:
@@ -236,8 +236,20 @@ def coarsen(encoding: Encoding, cuts: tuple[float | None, ...], outputs: np.ndar
     return x
 
 
+def _outcomes(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray) -> tuple[np.ndarray, Counted]:
+    """The distinct outcomes seen (their codes, sorted), one one-hot row each, and how many calibration trials
+    of each side hold each (:class:`~dpaudit.attacks.value_counts.Counted`)."""
+    codes_a, codes_b = outcome_codes(encoding, cal_a), outcome_codes(encoding, cal_b)
+    keys, first, inverse = np.unique(np.concatenate([codes_a, codes_b]), return_index=True, return_inverse=True)
+    distinct = encoding.features(np.concatenate([cal_a, cal_b])[first])  # one row per outcome seen
+    count_a = np.bincount(inverse[:codes_a.size], minlength=keys.size)
+    count_b = np.bincount(inverse[codes_a.size:], minlength=keys.size)
+    return keys, Counted(distinct, count_a, count_b)
+
+
 def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int,
-                       classifier: ScoreFunction | None = None, groups: np.ndarray | None = None):
+                       classifier: ScoreFunction | None = None, groups: np.ndarray | None = None,
+                       outcomes: tuple[np.ndarray, Counted] | None = None):
     """The outcome log-ratio, each outcome's table entry shrunk towards a classifier on the categories.
 
     A logistic regression on the one-hot columns gives every outcome a log-ratio
@@ -253,26 +265,22 @@ def _fit_outcome_table(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray,
     seen rarely the classifier's, and as the budget grows the table takes
     over, so the score tends to the likelihood ratio (docs/theory.md 7). The
     regression is the one on the value counts where ``attacks.value_counts``
-    prefers it (the score's ``model`` says which).
+    prefers it (the score's ``model`` says which). Every regression is fitted
+    on the distinct outcomes with their counts (``fit_logistic_counted``), not
+    on the trials written out. ``outcomes`` is :func:`_outcomes`'s answer
+    where the caller has it.
     """
-    features = None  # the calibration trials' one-hot columns, built only where a regression is fitted
+    keys, counted = outcomes if outcomes is not None else _outcomes(encoding, cal_a, cal_b)
     if classifier is None:  # the logistic regression on the one-hot columns (given when already fitted)
-        features = encoding.features(cal_a), encoding.features(cal_b)
-        classifier = fit_logistic(*features, seed=seed)
+        classifier = fit_logistic_counted(*counted, seed=seed)
     prior = float(np.log(cal_b.shape[0]) - np.log(cal_a.shape[0]))  # logit = log-ratio + log(N_b / N_a)
-    codes_a, codes_b = outcome_codes(encoding, cal_a), outcome_codes(encoding, cal_b)
-    codes = np.concatenate([codes_a, codes_b])
-    keys, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    distinct = encoding.features(np.concatenate([cal_a, cal_b])[first])  # one row per outcome seen
     model = "coordinates"
     if groups is not None:
-        features = features or (encoding.features(cal_a), encoding.features(cal_b))
-        classifier, model = pool_values(encoding, *features, distinct, classifier, groups, seed=seed)
-    count_a = np.bincount(inverse[:codes_a.size], minlength=keys.size)
-    count_b = np.bincount(inverse[codes_a.size:], minlength=keys.size)
-    table = (np.log(count_b + PSEUDO_COUNT) - np.log(codes_b.size)
-             - np.log(count_a + PSEUDO_COUNT) + np.log(codes_a.size))
-    modelled = classifier(distinct) - prior
+        classifier, model = pool_values(encoding, counted, counted.rows, classifier, groups, seed=seed)
+    count_a, count_b = counted.count_a, counted.count_b
+    table = (np.log(count_b + PSEUDO_COUNT) - np.log(cal_b.shape[0])
+             - np.log(count_a + PSEUDO_COUNT) + np.log(cal_a.shape[0]))
+    modelled = classifier(counted.rows) - prior
     variance = 1.0 / (count_a + PSEUDO_COUNT) + 1.0 / (count_b + PSEUDO_COUNT)
     shrunk, tau2 = shrink(table, variance, modelled)
     correction = shrunk - modelled
@@ -333,7 +341,7 @@ def fit_discrete(cal_a: np.ndarray, cal_b: np.ndarray, *, seed: int, groups: np.
             return split
     model = "coordinates"
     if count_mixed and groups is not None:  # each group's sentinels counted and values summed, if Akaike agrees
-        classifier, model = pool_values(encoding, features_a, features_b, np.concatenate([features_a, features_b]),
+        classifier, model = pool_values(encoding, (features_a, features_b), np.concatenate([features_a, features_b]),
                                         classifier, groups, seed=seed, likelihood=linear)
 
     def encoded(outputs: np.ndarray) -> np.ndarray:
@@ -353,11 +361,11 @@ def _fit_split(encoding: Encoding, cal_a: np.ndarray, cal_b: np.ndarray, linear:
     cuts = median_cuts(encoding, np.concatenate([cal_a, cal_b]))
     coarse_a, coarse_b = coarsen(encoding, cuts, cal_a), coarsen(encoding, cuts, cal_b)
     coarse = fit_encoding(np.concatenate([coarse_a, coarse_b]))  # every coordinate a category now
-    features_a, features_b = coarse.features(coarse_a), coarse.features(coarse_b)
-    classifier = fit_logistic(features_a, features_b, seed=seed)
-    if log_likelihood(classifier, features_a, features_b) < linear + SPLIT_MARGIN:
+    outcomes = _outcomes(coarse, coarse_a, coarse_b)
+    classifier = fit_logistic_counted(*outcomes[1], seed=seed)
+    if log_likelihood(classifier, outcomes[1]) < linear + SPLIT_MARGIN:
         return None
-    table = _fit_outcome_table(coarse, coarse_a, coarse_b, seed=seed, classifier=classifier)
+    table = _fit_outcome_table(coarse, coarse_a, coarse_b, seed=seed, classifier=classifier, outcomes=outcomes)
 
     def split(outputs: np.ndarray) -> np.ndarray:
         return table(coarsen(encoding, cuts, outputs))

@@ -23,11 +23,11 @@ IEEE Transactions on Automatic Control 19.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, Union
 
 import numpy as np
 
-from dpaudit.attacks.classifiers import fit_logistic
+from dpaudit.attacks.classifiers import fit_logistic, fit_logistic_counted
 from dpaudit.core.errors import ParameterError
 
 if TYPE_CHECKING:
@@ -35,19 +35,51 @@ if TYPE_CHECKING:
     from dpaudit.attacks.discrete import Encoding
     from dpaudit.attacks.score_protocol import ScoreFunction
 
-__all__ = ["POOLING_PENALTY", "free_parameters", "log_likelihood", "pool_values", "record_groups", "value_counts"]
+__all__ = ["POOLING_PENALTY", "Counted", "free_parameters", "log_likelihood", "pool_values", "record_groups",
+           "value_counts"]
 
 #: The value-count model is taken unless the per-coordinate model's calibration log-likelihood is higher by
 #: more than this many nats per parameter it adds: Akaike's criterion (docs/theory.md 7)
 POOLING_PENALTY = 1.0
 
 
-def log_likelihood(classifier: ScoreFunction, features_a: np.ndarray, features_b: np.ndarray) -> float:
-    """The calibration log-likelihood of a logistic classifier (label 1: ``S'``)."""
+class Counted(NamedTuple):
+    """Calibration trials as distinct rows: ``rows[i]`` stands for ``count_a[i]`` trials of ``S`` and
+    ``count_b[i]`` of ``S'`` (a category-valued output: a few hundred outcomes for 10^5 trials)."""
+
+    rows: np.ndarray
+    count_a: np.ndarray
+    count_b: np.ndarray
+
+
+#: Calibration trials: each side's rows written out, or :class:`Counted`
+Calibration = Union[tuple[np.ndarray, np.ndarray], Counted]
+
+
+def log_likelihood(classifier: ScoreFunction, features_a: np.ndarray | Counted,
+                   features_b: np.ndarray | None = None) -> float:
+    """The calibration log-likelihood of a logistic classifier (label 1: ``S'``), on each side's rows or on
+    :class:`Counted` rows (``features_b`` None)."""
     # SciPy's special functions load for the counted regression only
     from scipy.special import log_expit
 
+    if isinstance(features_a, Counted):
+        logits = classifier(features_a.rows)
+        return float(features_a.count_a @ log_expit(-logits) + features_a.count_b @ log_expit(logits))
     return float(np.sum(log_expit(-classifier(features_a))) + np.sum(log_expit(classifier(features_b))))
+
+
+def _fit(calibration: Calibration, columns: np.ndarray, *, seed: int) -> ScoreFunction:
+    """The logistic regression on ``calibration``'s rows taken to ``columns`` (``rows @ columns``)."""
+    if isinstance(calibration, Counted):
+        return fit_logistic_counted(calibration.rows @ columns, calibration.count_a, calibration.count_b, seed=seed)
+    features_a, features_b = calibration
+    return fit_logistic(features_a @ columns, features_b @ columns, seed=seed)
+
+
+def _log_likelihood(classifier: ScoreFunction, calibration: Calibration) -> float:
+    return log_likelihood(classifier, calibration) if isinstance(calibration, Counted) else \
+        log_likelihood(classifier, *calibration)
 
 
 def value_counts(encoding: Encoding, groups: np.ndarray) -> np.ndarray | None:
@@ -106,7 +138,7 @@ def free_parameters(distinct: np.ndarray) -> int:
     return int(np.linalg.matrix_rank(np.hstack([distinct, np.ones((distinct.shape[0], 1))])))
 
 
-def pool_values(encoding: Encoding, features_a: np.ndarray, features_b: np.ndarray, distinct: np.ndarray,
+def pool_values(encoding: Encoding, calibration: Calibration, distinct: np.ndarray,
                 per_coordinate: ScoreFunction, groups: np.ndarray | None, *, seed: int,
                 likelihood: float | None = None) -> tuple[ScoreFunction, str]:
     """The ``discrete`` score's regression: the per-coordinate classifier, or one on the value counts of
@@ -116,8 +148,9 @@ def pool_values(encoding: Encoding, features_a: np.ndarray, features_b: np.ndarr
     third query weighs what one at the seventh does when both answers moved up; a released value one
     slope in all of them), :data:`POOLING_PENALTY` nats per parameter it saves; it is taken unless the
     per-coordinate model's calibration log-likelihood (``likelihood``, computed when None) beats it by
-    more than that. ``distinct`` holds the encoded rows the parameters are counted on (the distinct rows
-    seen, or all of them). Returns the classifier (on the encoding's columns) and "value counts" or
+    more than that. ``calibration`` holds the encoded calibration trials (each side's rows, or
+    :class:`Counted` rows). ``distinct`` holds the encoded rows the parameters are counted on (the distinct
+    rows seen, or all of them). Returns the classifier (on the encoding's columns) and "value counts" or
     "coordinates".
     """
     counts = None if groups is None else value_counts(encoding, groups)
@@ -126,12 +159,12 @@ def pool_values(encoding: Encoding, features_a: np.ndarray, features_b: np.ndarr
     saved = free_parameters(distinct) - free_parameters(distinct @ counts)
     if saved <= 0:
         return per_coordinate, "coordinates"
-    fitted = fit_logistic(features_a @ counts, features_b @ counts, seed=seed)
+    fitted = _fit(calibration, counts, seed=seed)
 
     def pooled(features: np.ndarray) -> np.ndarray:
         return fitted(features @ counts)
     if likelihood is None:
-        likelihood = log_likelihood(per_coordinate, features_a, features_b)
-    if likelihood - log_likelihood(pooled, features_a, features_b) > POOLING_PENALTY * saved:
+        likelihood = _log_likelihood(per_coordinate, calibration)
+    if likelihood - _log_likelihood(pooled, calibration) > POOLING_PENALTY * saved:
         return per_coordinate, "coordinates"
     return pooled, "value counts"
