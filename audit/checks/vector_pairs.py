@@ -132,16 +132,27 @@ def screen_epsilon(scores_a: np.ndarray, scores_b: np.ndarray, *, failure: float
     return float(max(bound.max(), 0.0))
 
 
+def _row_groups(rows: np.ndarray) -> tuple[int, np.ndarray]:
+    """The number of distinct rows and each row's number among them (in lexicographic order): the inverse
+    ``np.unique(rows, axis=0, return_inverse=True)`` gives, by one lexsort of the columns, about ten times
+    faster than its sort of the rows as structured records."""
+    order = np.lexsort(rows.T[::-1])
+    ordered = rows[order]
+    starts = np.concatenate([[True], np.any(ordered[1:] != ordered[:-1], axis=1)])
+    inverse = np.empty(len(rows), dtype=np.intp)
+    inverse[order] = np.cumsum(starts) - 1
+    return int(np.count_nonzero(starts)), inverse
+
+
 def _histogram_scores(fit_a: np.ndarray, fit_b: np.ndarray, test_a: np.ndarray, test_b: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray] | None:
     """Smoothed log-ratio of each output row's counts on the fitting half (None for too many rows)."""
-    rows, inverse = np.unique(np.vstack([fit_a, fit_b, test_a, test_b]), axis=0, return_inverse=True)
-    if len(rows) > HISTOGRAM_MAX_OUTCOMES:
+    distinct, inverse = _row_groups(np.vstack([fit_a, fit_b, test_a, test_b]))
+    if distinct > HISTOGRAM_MAX_OUTCOMES:
         return None
-    inverse = inverse.ravel()
     sizes = np.cumsum([len(fit_a), len(fit_b), len(test_a)])
-    count_a = np.bincount(inverse[:sizes[0]], minlength=len(rows))
-    count_b = np.bincount(inverse[sizes[0]:sizes[1]], minlength=len(rows))
+    count_a = np.bincount(inverse[:sizes[0]], minlength=distinct)
+    count_b = np.bincount(inverse[sizes[0]:sizes[1]], minlength=distinct)
     log_ratio = np.log((count_b + 0.5) / (count_a + 0.5))
     return log_ratio[inverse[sizes[1]:sizes[2]]], log_ratio[inverse[sizes[2]:]]
 

@@ -153,3 +153,18 @@ def test_the_screen_reads_sentinel_outputs_with_the_audits_discrete_score():
     table, _ = screen_vector_pairs(BY_NAME["noisy-max-laplace-value"].mechanism(), queries=5,
                                    screen_trials=2_000, seed=0, finalists=0)
     assert all(row["score"] != "discrete" and row["screen_epsilon"] >= 0 for row in table)
+
+
+def test_the_screen_groups_output_rows_as_numpy_s_unique_does():
+    # the histogram screen numbers each output row among the distinct ones by one lexsort; np.unique(axis=0)
+    # is the reference: the same count and the same numbers, signed zeros equal, every NaN row its own
+    from dpaudit.auditing.checks.vector_pairs import _row_groups
+
+    rng = np.random.default_rng(4)
+    rows = rng.integers(-2, 3, (5_000, 6)).astype(float)
+    rows[rng.random(rows.shape) < 0.01] = -0.0
+    rows[:3, 2] = np.nan
+    distinct, inverse = _row_groups(rows)
+    expected, expected_inverse = np.unique(rows, axis=0, return_inverse=True)
+    assert distinct == len(expected) and np.array_equal(inverse, expected_inverse.ravel())
+    assert len(np.unique(inverse[:3])) == 3  # the NaN rows
