@@ -115,7 +115,8 @@ class CanarySpec:
     kind : str
         One of ``CANARY_KINDS`` (``None``: :func:`default_kind`).
     index : int, list of int, or "all"
-        Canary position(s), 1-based (default: the last record).
+        Canary position(s), 1-based (default: the mechanism's ``default_index``, the last record unless it
+        knows a worse one).
     background : str, optional
         ``None`` or ``"data"``: the mechanism's own dataset (zero records for
         the synthetic mechanisms, the training data of ``model``);
@@ -193,7 +194,7 @@ class CanarySpec:
                                      f"{mechanism.name} has none, got index={_short(self.index)}; remove it")
             return [None]
         if self.index is None:
-            return [n]
+            return [mechanism.default_index]
         if self.index == "all":
             return list(range(1, n + 1))
         if isinstance(self.index, (list, tuple)):

@@ -80,6 +80,12 @@ class AuditHooks:
         return None
 
     @property
+    def default_index(self) -> int | None:
+        """The 1-based position a canary takes when none is given: the last record, unless the mechanism knows
+        a worse one (``dp-mf``: a record whose participation pattern attains the sensitivity)."""
+        return getattr(self, "n_records", None)
+
+    @property
     def default_pair(self) -> str:
         """The canary pair of a default audit (``"opposite"``; zero-out where only that relation fits)."""
         return "opposite"

@@ -40,7 +40,7 @@ def register(cls: M) -> M:
 
 
 #: Modules of the built-in mechanisms, imported (and so registered) on first use of the registry.
-BUILTIN_MODULES = ("baseline", "dpsgd", "kernels", "lssgd", "sgd", "shuffle", "models.mechanism")
+BUILTIN_MODULES = ("baseline", "dpmf", "dpsgd", "kernels", "lssgd", "sgd", "shuffle", "models.mechanism")
 
 
 def _load_builtins() -> None:

@@ -32,6 +32,7 @@ __all__ = [
     "KernelIteration",
     "LibraryGuarantees",
     "LossTerms",
+    "MatrixFactorizationTraining",
     "MinibatchNoisySgd",
     "MultiEpochNoisySgd",
     "NoisyQuery",
@@ -39,6 +40,7 @@ __all__ = [
     "ProfileGuarantee",
     "ProjectedNoisySgd",
     "ShuffledRandomizedResponse",
+    "Strategy",
     "Undeclared",
     "ZcdpGuarantee",
 ]
@@ -188,6 +190,82 @@ class MinibatchNoisySgd(PrivacyDescription):
     def batches_per_epoch(self) -> int:
         """``n / m``: the steps of one epoch of shuffled batches."""
         return self.n // self.batch_size
+
+
+@_frozen
+class Strategy:
+    """A correlated-noise strategy over ``steps`` steps (its matrices: ``accounting.strategies``).
+
+    Attributes
+    ----------
+    kind : str
+        ``"identity"``, ``"tree"``, ``"toeplitz"``, ``"banded-sqrt"`` or ``"dense"``.
+    steps : int
+        ``n``: the number of steps (rows of ``C``).
+    coefficients : tuple of float
+        The Toeplitz coefficients ``c_0, c_1, ...`` (``"toeplitz"`` and ``"banded-sqrt"``; empty otherwise).
+    epoch_steps : int
+        Steps per epoch: the tree restarts every ``epoch_steps`` steps (``"tree"``).
+    matrix : tuple of tuple of float or None
+        ``C`` itself for ``"dense"`` (equal strategies compare by :attr:`digest`).
+    digest : str
+        SHA-256 prefix of a dense ``C``'s float64 bytes.
+    label : str
+        How the user named it (a file, a library's strategy), for messages and reports.
+    """
+
+    kind: str
+    steps: int
+    coefficients: tuple[float, ...] = ()
+    epoch_steps: int = 0
+    matrix: tuple[tuple[float, ...], ...] | None = dataclasses.field(default=None, compare=False, repr=False)
+    digest: str = ""
+    label: str = ""
+
+    @property
+    def square(self) -> bool:
+        """True when the noise is ``C^{-1} z`` for a square lower-triangular ``C`` (all but the tree)."""
+        return self.kind != "tree"
+
+    def describe(self) -> str:
+        """One line for reports: the kind and its parameters."""
+        if self.kind == "toeplitz":
+            shown = ", ".join(f"{c:g}" for c in self.coefficients[:6])
+            return f"Toeplitz C, coefficients ({shown}{', ...' if len(self.coefficients) > 6 else ''})"
+        if self.kind == "banded-sqrt":
+            return f"banded square root of the prefix sums, {len(self.coefficients)} bands"
+        if self.kind == "tree":
+            return f"binary tree (DP-FTRL), restarted every {self.epoch_steps} steps"
+        if self.kind == "dense":
+            return f"dense C from {self.label} ({self.digest})"
+        return "identity (independent noise: DP-SGD)"
+
+
+@_frozen
+class MatrixFactorizationTraining(PrivacyDescription):
+    """DP matrix-factorisation training: ``steps`` steps of batches of ``batch_size`` records, each record in
+    ``epochs`` of them (``selection`` ``"cyclic"``: the same slot every epoch; ``"shuffled"``: a fresh order
+    every epoch), the clipped gradient sum plus ``noise_multiplier L (M z)_t`` with ``M`` the strategy's noise
+    factor; ``release`` ``"final"`` or ``"iterates"`` (docs/theory.md 12)."""
+
+    strategy: Strategy
+    epochs: int
+    batch_size: int
+    noise_multiplier: float
+    selection: str
+    release: str
+    dim: int
+    loss: LossTerms
+    region: ConvexSet
+
+    @property
+    def steps(self) -> int:
+        return self.strategy.steps
+
+    @property
+    def epoch_steps(self) -> int:
+        """``p``: steps per epoch (the cyclic period)."""
+        return self.steps // self.epochs
 
 
 @_frozen

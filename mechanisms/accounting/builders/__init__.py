@@ -21,7 +21,7 @@ import functools
 from typing import Any
 
 from dpaudit.core.errors import DPAuditError
-from dpaudit.mechanisms.accounting.builders import baseline, iterative, kernel, library, model, sgd
+from dpaudit.mechanisms.accounting.builders import baseline, iterative, kernel, library, matrix, model, sgd
 from dpaudit.mechanisms.accounting.builders.builder import ClaimBuilder, ClaimBuilderProtocol
 from dpaudit.mechanisms.accounting.claims import Claim, ClaimEntry, evaluate_claims, shows_profile
 from dpaudit.mechanisms.accounting.descriptions import PrivacyDescription
@@ -43,7 +43,8 @@ def _checked(builders: tuple[ClaimBuilderProtocol, ...]) -> tuple[ClaimBuilderPr
 
 #: Every built-in builder (names unique; the contract test checks that no two support one description).
 BUILDERS: tuple[ClaimBuilderProtocol, ...] = _checked(
-    baseline.BUILDERS + kernel.BUILDERS + iterative.BUILDERS + sgd.BUILDERS + model.BUILDERS + library.BUILDERS)
+    baseline.BUILDERS + kernel.BUILDERS + iterative.BUILDERS + sgd.BUILDERS + model.BUILDERS + library.BUILDERS
+    + matrix.BUILDERS)
 
 
 def builder_for(description: PrivacyDescription) -> ClaimBuilderProtocol:
