@@ -101,6 +101,10 @@ def _exact(pair, cal_a, cal_b, seed):
 
     # scores drawn from the mechanism's known laws, to choose thresholds on (``audit.jobs.runner``; NotExact: none)
     exact.reference = lambda size, seed=0: mechanism.reference_scores(pair.dataset_a, pair.dataset_b, size, seed)
+    # the closed-form likelihood ratio of the whole release is the optimal test: a portfolio takes it without a
+    # contest (``audit.statistics.portfolio``), as it takes the discrete score's outcome table
+    exact.preferred = bool(mechanism.exact_score_reads_whole_output)
+    exact.preferred_reason = "the mechanism's closed-form likelihood ratio of the whole release: the Neyman-Pearson test"
     return exact
 
 

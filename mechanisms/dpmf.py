@@ -43,7 +43,7 @@ import torch
 from dpaudit.core.errors import NotExact, ParameterError
 from dpaudit.core.kinds import Relation
 from dpaudit.core.validation import check_choice, check_int, check_real
-from dpaudit.mechanisms import noise
+from dpaudit.mechanisms import noise, tiles
 from dpaudit.mechanisms.accounting.descriptions import LossTerms, MatrixFactorizationTraining, Strategy
 from dpaudit.mechanisms.base import param
 from dpaudit.mechanisms.dataset import Dataset
@@ -234,6 +234,7 @@ class DPMF(LossIteration):
         return per_record[:, members].sum(1)
 
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator, dtype: torch.dtype) -> torch.Tensor:
+        # SciPy's linear algebra (the strategy's blocks) loads with the first sample, not with the mechanism
         from dpaudit.mechanisms.correlated import CorrelatedNoise
 
         loss = self.loss_function
@@ -254,10 +255,13 @@ class DPMF(LossIteration):
             # changes nothing (every record is used epochs times)
             total = table.sum(0) * self.epochs
             return theta.sub_(source.total().mul_(scale).add_(total).div_(m), alpha=self.eta)
+        shuffled = self.selection == "shuffled"
+        if constant and self.domain == "whole" and not shuffled:
+            # every iterate of a linear loss in cyclic order: a block of steps at once, the iterates a running sum
+            return self._linear_iterates(table, source, theta, scale)
         domain = self.domain_set
         iterates = self.output == "iterates"
         released = torch.empty((trials, self.output_dim), dtype=dtype) if iterates else None
-        shuffled = self.selection == "shuffled"
         slot_of = sums = None
         if constant and not shuffled:
             sums = table.reshape(p, m, self.dim).sum(1)  # each slot's constant batch sum
@@ -282,6 +286,24 @@ class DPMF(LossIteration):
                 released[:, step * self.dim:(step + 1) * self.dim] = theta
         return released if iterates else theta
 
+    def _linear_iterates(self, table: torch.Tensor, source, theta: torch.Tensor, scale: float) -> torch.Tensor:
+        """Every iterate of a linear loss on the whole space in cyclic order, one block of steps at a time:
+        ``theta_t = theta_{t-1} - (eta / m)(S_t + sigma L (M z)_t)``, a running sum over the block."""
+        trials, dim, m = theta.shape[0], self.dim, self.batch_size
+        slot_sums = table.reshape(self.epoch_steps, m, dim).sum(1)
+        sums = slot_sums.repeat(self.epochs, 1)  # (steps, dim): the constant batch sum of every step
+        released = torch.empty((trials, self.steps, dim), dtype=theta.dtype)
+        current, step, factor = theta, 0, -self.eta / m
+        while step < self.steps:
+            noise = source.next_block().transpose(1, 2)  # (trials, block, dim)
+            block = noise.shape[1]
+            moves = noise.mul(scale).add_(sums[step:step + block]).mul_(factor)
+            path = torch.cumsum(moves, dim=1).add_(current.unsqueeze(1))  # theta at each step of the block
+            released[:, step:step + block] = path
+            current = path[:, -1]
+            step += block
+        return released.reshape(trials, self.output_dim) if self.output == "iterates" else current.clone()
+
     def _shuffled_slots(self, trials: int, rng: np.random.Generator) -> torch.Tensor:
         """The batch slot (``0 .. p - 1``) of every record in each trial's epoch, shape ``(trials, n)``."""
         order = torch.argsort(noise.uniform((trials, self.n), rng), dim=1)
@@ -290,8 +312,6 @@ class DPMF(LossIteration):
 
     def working_bytes(self, trials: int) -> int:
         """Adds the per-record gradients of a batch and the noise blocks."""
-        from dpaudit.mechanisms import tiles
-
         rows = min(trials, tiles.TILE_TRIALS) * max(tiles.threads(), 1)
         return super().working_bytes(trials) + rows * (self.n + 64) * (self.dim + 1) * 8 * 2
 
@@ -299,6 +319,7 @@ class DPMF(LossIteration):
     def exact_output_laws(self, data_a: Dataset, data_b: Dataset):
         """The release of a linear-loss training on the whole space in cyclic order is Gaussian: the laws of
         the likelihood-ratio statistic (``accounting.matrix_laws``)."""
+        # the accountants (and SciPy under them) load with the first exact law, not with the mechanism
         from dpaudit.mechanisms.accounting.matrix_laws import gaussian_release_laws
 
         if type(self)._sample is not DPMF._sample:
@@ -307,7 +328,8 @@ class DPMF(LossIteration):
             raise NotExact("the release is Gaussian for a linear loss on the whole space only")
         if self.selection != "cyclic" and self.output == "iterates":
             raise NotExact("reshuffled batches make every iterate a mixture over the canary's slots")
-        return gaussian_release_laws(self, self.step_sums(data_a), self.step_sums(data_b))
+        return gaussian_release_laws(self, self.step_sums(data_a), self.step_sums(data_b),
+                                     start=self.start(1, torch.float64)[0].numpy())
 
     def step_sums(self, data: Dataset) -> np.ndarray:
         """Every step's clipped gradient sum of a linear loss in cyclic order, shape ``(steps, dim)``."""
@@ -319,19 +341,51 @@ class DPMF(LossIteration):
 
     def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
         """Exact ``log p_S'(out) / p_S(out)`` of a Gaussian release (``exact_output_laws``)."""
+        # the accountants (and SciPy under them) load with the first exact score, not with the mechanism
         from dpaudit.mechanisms.accounting.instances import log_likelihood_ratio
 
         return log_likelihood_ratio(self, outputs, dataset_a, dataset_b)
 
+    @property
+    def exact_score_reads_whole_output(self) -> bool:
+        """A linear-loss release on the whole space in cyclic order (or its last iterate) is Gaussian: the exact
+        score is its Neyman-Pearson test."""
+        return self.loss == "linear" and self.domain == "whole" and (self.selection == "cyclic"
+                                                                     or self.output == "final")
+
+    def reference_scores(self, dataset_a: Dataset, dataset_b: Dataset, size: int, seed: int = 0):
+        """``size`` exact scores per dataset drawn from the Gaussian laws of the statistic (thresholds are chosen
+        on them, never on certification trials)."""
+        from dpaudit.mechanisms.accounting.instances import exact_laws
+
+        laws = exact_laws(self, dataset_a, dataset_b)
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x6D66]))
+        return tuple(laws.log_ratio(rng.normal(mean, laws.std, int(size)))
+                     for mean in (laws.means_a[0], laws.means_b[0]))
+
     def score_law(self, dataset_a: Dataset, dataset_b: Dataset):
         """The exact law of the likelihood-ratio score (for the ceiling)."""
+        # the accountants (and SciPy under them) load with the first ceiling, not with the mechanism
         from dpaudit.mechanisms.accounting.instances import exact_laws, likelihood_ratio_law
 
         return likelihood_ratio_law(exact_laws(self, dataset_a, dataset_b))
 
 
-@functools.lru_cache(maxsize=64)
 def _strategy(kind: str, steps: int, epoch_steps: int, coefficients: tuple | None, bands: int | None) -> Strategy:
+    if kind.endswith(".npy"):  # read again when the file changes (its time stamp and size)
+        try:
+            status = Path(kind).stat()
+            stamp = (status.st_mtime_ns, status.st_size)
+        except OSError:
+            stamp = (0, 0)
+        return _file_strategy(kind, steps, stamp)
+    return _named_strategy(kind, steps, epoch_steps, coefficients, bands)
+
+
+@functools.lru_cache(maxsize=64)
+def _named_strategy(kind: str, steps: int, epoch_steps: int, coefficients: tuple | None,
+                    bands: int | None) -> Strategy:
+    # the strategies' module loads SciPy's linear algebra: on the first strategy, not with the mechanism
     from dpaudit.mechanisms.accounting.strategies import banded_sqrt_coefficients
 
     if kind == "identity":
@@ -340,13 +394,13 @@ def _strategy(kind: str, steps: int, epoch_steps: int, coefficients: tuple | Non
         return Strategy("tree", steps, epoch_steps=epoch_steps)
     if kind == "toeplitz":
         return Strategy("toeplitz", steps, coefficients=tuple(coefficients))
-    if kind == "banded-sqrt":
-        return Strategy("banded-sqrt", steps, coefficients=banded_sqrt_coefficients(int(bands)))
-    return _file_strategy(kind, steps, Path(kind).stat().st_mtime_ns if Path(kind).exists() else 0)
+    return Strategy("banded-sqrt", steps, coefficients=banded_sqrt_coefficients(int(bands)))
 
 
-def _file_strategy(path: str, steps: int, stamp: int) -> Strategy:
+@functools.lru_cache(maxsize=16)
+def _file_strategy(path: str, steps: int, stamp: tuple[int, int]) -> Strategy:
     """A dense lower-triangular ``C`` read from a ``.npy`` file and checked."""
+    # the strategies' module loads SciPy's linear algebra: on the first strategy, not with the mechanism
     from dpaudit.mechanisms.accounting.strategies import dense_strategy
 
     try:

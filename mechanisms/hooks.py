@@ -39,6 +39,13 @@ class AuditHooks:
                              f"{self.name!r} has none")
 
     @property
+    def exact_score_reads_whole_output(self) -> bool:
+        """True when :meth:`log_likelihood_ratio` is the likelihood ratio of the whole release in closed form
+        (a Gaussian release: the Neyman-Pearson test), so a portfolio takes the score ``exact`` without a
+        contest: a choice made before any trial, which costs no confidence. False by default."""
+        return False
+
+    @property
     def trains_model(self) -> bool:
         """True when outputs describe trained models and :meth:`record_score` scores a record under them."""
         return type(self).record_score is not AuditHooks.record_score

@@ -244,8 +244,8 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
             dropped.add(score.name)
             continue
         if getattr(fitted, "preferred", False) is True:
-            note = (f"not judged: {score.name!r} was taken without a contest (its fit says it reads the whole "
-                    "output, docs/theory.md 7)")
+            why = getattr(fitted, "preferred_reason", "its fit says it reads the whole output, docs/theory.md 7")
+            note = f"not judged: {score.name!r} was taken without a contest ({why})"
             return score, fitted, tuple(rows({score.name}, score.name, note))
     # the contest: every other candidate's second way round, then the strengths of both
     for score in scores:

@@ -34,23 +34,25 @@ CITATION = "DP-MF release of a linear loss on the whole space: Gaussian, mu = |D
            "(docs/theory.md 12.3)"
 
 
-def gaussian_release_laws(mech, sums_a: np.ndarray, sums_b: np.ndarray) -> MixtureLaws:
+def gaussian_release_laws(mech, sums_a: np.ndarray, sums_b: np.ndarray, *, start: np.ndarray) -> MixtureLaws:
     """The laws of the likelihood-ratio statistic ``Y`` under ``S`` (``sums_a``) and ``S'`` (``sums_b``).
 
     Parameters
     ----------
     mech : dp-mf mechanism
-        Reads ``strategy_value``, ``batch_size``, ``noise_multiplier``, ``lipschitz``, ``eta``, ``dim``,
-        ``steps``, ``output`` and ``start``.
+        Reads ``strategy_value``, ``batch_size``, ``noise_multiplier``, ``lipschitz``, ``eta``, ``dim`` and
+        ``output``.
     sums_a, sums_b : numpy.ndarray
         Every step's clipped gradient sum, shape ``(steps, dim)``.
+    start : numpy.ndarray
+        The start point ``theta_0``, shape ``(dim,)``.
     """
     m = float(mech.batch_size)
     std_unit = float(mech.noise_multiplier) * float(mech.lipschitz) / m
     found = factor(mech.strategy_value)
     means_a, means_b = sums_a / m, sums_b / m
     moved = means_b - means_a
-    start = mech.start(1, _float64())[0].numpy()
+    start = np.asarray(start, dtype=float)
     eta, dim = float(mech.eta), int(mech.dim)
     if mech.output == "iterates":
         weights = found.precision @ moved  # (steps, dim): P D
@@ -75,8 +77,3 @@ def gaussian_release_laws(mech, sums_a: np.ndarray, sums_b: np.ndarray) -> Mixtu
     return MixtureLaws([mean_a], [1.0], [mean_b], [1.0], std_unit * math.sqrt(spread), statistic=statistic,
                        citation=CITATION)
 
-
-def _float64():
-    import torch
-
-    return torch.float64

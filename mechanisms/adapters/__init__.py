@@ -1,9 +1,9 @@
-"""Adapters for the DP libraries people ship: diffprivlib, OpenDP, python-dp and Opacus.
+"""Adapters for the DP libraries people ship: diffprivlib, OpenDP, python-dp, Opacus and jax_privacy.
 
 Each ``from_*`` function turns a library object (plus a query) into a
 dpaudit mechanism whose claim is read from the object. Nothing is imported
 until an adapter is used; the libraries come with ``pip install
-'dpaudit[libraries]'`` (Opacus with ``dpaudit[models]``).
+'dpaudit[libraries]'`` (Opacus with ``dpaudit[models]``, jax_privacy with ``dpaudit[jax]``).
 
 >>> from diffprivlib.mechanisms import Laplace                       # doctest: +SKIP
 >>> from dpaudit.mechanisms.adapters import from_diffprivlib           # doctest: +SKIP
@@ -17,10 +17,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["from_diffprivlib", "from_opacus", "from_opendp", "from_pydp"]
+__all__ = ["from_diffprivlib", "from_jax_privacy", "from_opacus", "from_opendp", "from_pydp"]
 
 _MODULES = {"from_diffprivlib": "diffprivlib", "from_opendp": "opendp", "from_pydp": "pydp",
-            "from_opacus": "opacus"}
+            "from_opacus": "opacus", "from_jax_privacy": "jax_privacy"}
 
 
 def __getattr__(name: str) -> Any:

@@ -43,6 +43,9 @@ SAMPLES = {
     "dp-sgd-poisson": lambda: dpaudit.make("dp-sgd", n=100, batch_size=10, steps=20, sampling="poisson"),
     "dp-sgd-shuffle": lambda: dpaudit.make("dp-sgd", n=20, batch_size=5, steps=8, sampling="shuffle"),
     "dp-lssgd": lambda: dpaudit.make("dp-lssgd", n=100, dim=4, batch_size=10, steps=20),
+    "dp-mf-tree": lambda: dpaudit.make("dp-mf", n=16, steps=16, epochs=2, strategy="tree", noise_multiplier=2.0),
+    "dp-mf-toeplitz": lambda: dpaudit.make("dp-mf", n=8, steps=8, epochs=2, strategy="toeplitz",
+                                           coefficients=[1.0, -0.5], selection="shuffled", output="iterates"),
     "model-pnsgd": lambda: dpaudit.make("model", model="logistic", data="breast_cancer", algorithm="pnsgd",
                                         radius=1.0, clip=1.0, epochs=1),
 }

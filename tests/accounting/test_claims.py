@@ -24,7 +24,7 @@ def test_every_mechanism_has_claims_with_citations(name):
     claims = mechanisms.make(name).claims()
     assert claims, name
     for claim in claims:
-        assert claim.citation and claim.relation in ("replace-one", "add-remove")
+        assert claim.citation and claim.relation in ("replace-one", "add-remove", "zero-out")
         entry = claim.evaluate(delta=1e-5).to_dict()
         assert entry["applicable"] == (entry["reason"] == "")
         if entry["applicable"]:

@@ -1,0 +1,759 @@
+"""jax_privacy's DP matrix factorisation as its users call it: their jax training, the privatizer, its figures.
+
+A user trains with ``jax_privacy.noise_addition.matrix_factorization_privatizer``
+(correlated noise ``C^{-1} Z``, ``Z`` i.i.d. ``N(0, stddev^2)``, added to the
+clipped gradient sum) inside a training of their own, written in jax. The
+audit runs that training as it is written: ``train(key, records) -> params``,
+batched over trials with ``jax.jit(jax.vmap(train))``, each trial from its
+own jax key drawn from the audit's seed. The release is the parameters
+``train`` returns (any pytree, flattened), snapped to the release grid.
+
+Two sets of figures stand beside the certified bound:
+
+* jax_privacy's own, as the library computes them for the strategy the
+  privatizer was given: the multi-participation sensitivity from its own
+  functions (``sensitivity.get_sensitivity_banded`` for a ``C`` banded within
+  the separation, ``toeplitz.minsep_sensitivity_squared(coef, min_sep,
+  max_participations, n=steps)`` for a Toeplitz ``C``,
+  ``sensitivity.get_min_sep_sensitivity_upper_bound`` otherwise), turned into
+  an epsilon by ``SingleReleaseTrainingAccountant`` (PLD) at the noise
+  multiplier ``stddev / (clip_norm * sensitivity)``; and, where the user's code
+  set its noise from a sensitivity of its own (``sensitivity=``), the same
+  accountant at that figure;
+* dpaudit's exact value of the release (``accounting.builders.matrix``, read
+  from a :class:`MatrixFactorizationTraining` of the materialised ``C``):
+  ``mf-releases`` (every noisy gradient, the worst cyclic slot), ``mf-minsep``
+  and ``mf-last-iterate``. Each library figure says in its citation whether it
+  agrees with dpaudit's value for the same schema within 1e-6 relative, and
+  whether it covers the exact value of this release.
+
+The neighbouring relation is jax_privacy's zero-out (``REPLACE_SPECIAL``: one
+record's gradient replaced by zero); replace-one figures (sensitivity doubled,
+as ``clipped_grad(...).sensitivity(REPLACE_ONE)`` doubles it) are listed too.
+
+References
+----------
+Choquette-Choo, McMahan, Rush, Thakurta, "Multi-Epoch Matrix Factorization
+Mechanisms for Private Machine Learning", ICML 2023 (sensitivity over
+participation schemas).
+Choquette-Choo et al., "(Amplified) Banded Matrix Factorization", NeurIPS 2023
+(b-min-separation; Alg. 3 and 4 of arXiv:2306.08153 are jax_privacy's
+``get_sensitivity_banded`` and ``get_min_sep_sensitivity_upper_bound``).
+Balle and Wang, "Improving the Gaussian Mechanism for Differential Privacy",
+ICML 2018, Thm 8 (the exact profile of one Gaussian release).
+jax_privacy PR 238 (``minsep_sensitivity_squared`` called without ``n`` counts
+one participation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from dpaudit.core.errors import ParameterError
+from dpaudit.core.kinds import Relation
+from dpaudit.core.validation import check_choice, check_int, check_real
+from dpaudit.mechanisms.accounting.builders.matrix import RELATION_FACTORS, matrix_claims, release_mu
+from dpaudit.mechanisms.accounting.descriptions import (
+    ConvexSet,
+    InapplicableGuarantee,
+    LibraryGuarantees,
+    LossTerms,
+    MatrixFactorizationTraining,
+    ProfileGuarantee,
+)
+from dpaudit.mechanisms.accounting.participation import PatternValue, bandwidth, minsep_sensitivity
+from dpaudit.mechanisms.accounting.strategies import dense_strategy, factor
+from dpaudit.mechanisms.adapters.base import library_version, require
+from dpaudit.mechanisms.base import RELEASE_GRID, Mechanism
+from dpaudit.mechanisms.dataset import Dataset
+
+__all__ = ["JaxPrivacyTraining", "SUPPORTED_VERSIONS", "from_jax_privacy"]
+
+#: The jax_privacy releases whose API (privatizer, sensitivity functions, accountants) this adapter reads.
+SUPPORTED_VERSIONS = ">=2.0,<2.1"
+ORDERS = ("cyclic", "min-sep")
+_MAX_STEPS = 4096  # the strategy's matrices are dense steps x steps (as dp-mf's)
+_AGREE = 1e-6  # relative agreement of a library sensitivity with dpaudit's value for the same schema
+
+
+@functools.lru_cache(maxsize=1)
+def jax_modules() -> Any:
+    """``jax``, once jax and a supported jax_privacy are known to import (kept once found); else a one-line
+    ParameterError."""
+    jax = require("jax", "jax")
+    require("jax_privacy", "jax")
+    version = library_version("jax_privacy")
+    parts = version.split(".")
+    if parts[:2] != ["2", "0"]:
+        raise ParameterError(f"from_jax_privacy supports jax_privacy {SUPPORTED_VERSIONS} (the 2.0.x API), "
+                             f"got jax_privacy {version}")
+    return jax
+
+
+def _x64(jax: Any) -> Any:
+    """jax's float64 context (its name moved between releases)."""
+    switch = getattr(jax, "enable_x64", None)
+    if switch is None:  # older jax releases keep it in jax.experimental only
+        # the older home of the same context manager, on the path of those releases only
+        from jax.experimental import enable_x64 as switch
+    return switch(True)
+
+
+# -- the matrices the privatizer and the claims were given --------------------------------------------------
+def _materialise(value: Any, steps: int, given: str) -> tuple[np.ndarray, np.dtype]:
+    """A strategy object, a ``StreamingMatrix`` or an array as a float64 ``(steps, steps)`` array, with the
+    dtype it was stored in (its round-off decides which entries are zero)."""
+    jax = jax_modules()
+    # jax_privacy's matrix types, only where this adapter is used (an optional library)
+    from jax_privacy.matrix_factorization import banded, buffered_toeplitz, streaming_matrix
+
+    with _x64(jax):
+        if isinstance(value, banded.ColumnNormalizedBanded):
+            if int(value.n) != steps:
+                raise ParameterError(f"{given} is a ColumnNormalizedBanded of n={int(value.n)} steps, got "
+                                     f"steps={steps}")
+            value = value.materialize()
+        elif isinstance(value, (streaming_matrix.StreamingMatrix, buffered_toeplitz.BufferedToeplitz)):
+            value = value.materialize(steps)
+        try:
+            array = np.asarray(value)
+            matrix = np.asarray(array, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ParameterError(f"{given} must be a steps x steps matrix, a jax_privacy StreamingMatrix or "
+                                 f"strategy, got {type(value).__name__}") from None
+    dtype = array.dtype if array.dtype.kind == "f" else np.dtype(np.float64)
+    if matrix.shape != (steps, steps):
+        raise ParameterError(f"{given} must be steps x steps = {steps} x {steps}, got shape {matrix.shape}")
+    if not np.all(np.isfinite(matrix)) or np.any(np.triu(matrix, 1) != 0) or np.any(np.diag(matrix) == 0):
+        raise ParameterError(f"{given} must be finite and lower-triangular with a non-zero diagonal (a causal, "
+                             f"invertible strategy), got another {steps} x {steps} matrix")
+    return matrix, dtype
+
+
+def _cleaned(lower: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``lower`` with entries within the round-off of its dtype taken as zero (a float32 inverse materialised
+    and inverted back leaves ~1e-8 where the strategy has its zeros)."""
+    tolerance = 8 * lower.shape[0] * float(np.finfo(dtype).eps) * float(np.abs(lower).max())
+    return np.where(np.abs(lower) <= tolerance, 0.0, lower)
+
+
+def _inverse(matrix: np.ndarray) -> np.ndarray:
+    """The inverse of a lower-triangular matrix (``C`` from the privatizer's ``C^{-1}``)."""
+    # SciPy's triangular solve, on the path of a claim only
+    from scipy.linalg import solve_triangular
+
+    return solve_triangular(matrix, np.eye(matrix.shape[0]), lower=True)
+
+
+def _toeplitz_coefficients(lower: np.ndarray) -> np.ndarray | None:
+    """``C[:, 0]`` without its trailing zeros when every diagonal of ``C`` is constant, else ``None``."""
+    n = lower.shape[0]
+    scale = float(np.abs(lower).max()) or 1.0
+    for lag in range(n):
+        diagonal = np.diagonal(lower, -lag)
+        if np.abs(diagonal - diagonal[0]).max() > 1e-12 * scale:
+            return None
+    column = lower[:, 0]
+    nonzero = np.flatnonzero(column)
+    return column[: nonzero[-1] + 1] if nonzero.size else None
+
+
+def library_sensitivity(lower: np.ndarray, min_sep: int, participations: int) -> tuple[float, str]:
+    """jax_privacy's multi-participation L2 sensitivity of ``C`` (unit clipped gradient) and the call that gave it.
+
+    ``get_sensitivity_banded`` where ``C`` is banded within ``min_sep`` (exact, Alg. 3 of arXiv:2306.08153);
+    ``toeplitz.minsep_sensitivity_squared(coef, min_sep, max_participations, n=steps)`` for a Toeplitz ``C``
+    with non-negative, non-increasing coefficients (Thm 2 of arXiv:2405.13763); otherwise
+    ``get_min_sep_sensitivity_upper_bound`` (Alg. 4 of arXiv:2306.08153). Computed in float64.
+    """
+    jax = jax_modules()
+    # jax_privacy's own sensitivity functions: the figures are the library's, as called on this C
+    import jax.numpy as jnp
+    from jax_privacy.matrix_factorization import sensitivity, toeplitz
+
+    steps = lower.shape[0]
+    with _x64(jax):
+        encoder = jnp.asarray(lower, dtype=jnp.float64)
+        if bandwidth(lower) <= min_sep:
+            try:
+                value = sensitivity.get_sensitivity_banded(encoder, min_sep=min_sep,
+                                                           max_participations=participations)
+                return float(value), (f"sensitivity.get_sensitivity_banded(C, min_sep={min_sep}, "
+                                      f"max_participations={participations})")
+            except ValueError:  # X = C^T C is not banded within min_sep after all: the next rule
+                pass
+        coefficients = _toeplitz_coefficients(lower)
+        if coefficients is not None:
+            try:
+                squared = toeplitz.minsep_sensitivity_squared(jnp.asarray(coefficients), min_sep, participations,
+                                                              n=steps)
+                return math.sqrt(float(squared)), (f"toeplitz.minsep_sensitivity_squared(coef, min_sep={min_sep}, "
+                                                   f"max_participations={participations}, n={steps})")
+            except ValueError:  # negative or increasing coefficients: the closed form does not hold
+                pass
+        value = sensitivity.get_min_sep_sensitivity_upper_bound(encoder, min_sep=min_sep,
+                                                                max_participations=participations)
+        return float(value), (f"sensitivity.get_min_sep_sensitivity_upper_bound(C, min_sep={min_sep}, "
+                              f"max_participations={participations})")
+
+
+class AccountantProfile:
+    """``SingleReleaseTrainingAccountant`` (PLD) at one noise multiplier: one ``GaussianDpEvent``.
+
+    ``epsilon(delta)`` is the accountant's ``compute_epsilon``; ``delta(epsilon)`` asks the PLD accountant its
+    config builds, composed with the same event (the accountant itself answers epsilon only). Answers are kept.
+    """
+
+    def __init__(self, noise_multiplier: float, steps: int, records: int, batch: int) -> None:
+        self.noise_multiplier, self.steps, self.records, self.batch = noise_multiplier, steps, records, batch
+        self._epsilons: dict[float, float] = {}
+        self._composed: Any = None
+
+    def epsilon(self, delta: float) -> float:
+        if delta <= 0.0:
+            return math.inf
+        if delta >= 1.0:
+            return 0.0
+        if delta not in self._epsilons:
+            # jax_privacy's accountant: the library's figure, computed by the library
+            from jax_privacy import accounting
+
+            accountant = accounting.SingleReleaseTrainingAccountant(
+                dp_accountant_config=accounting.PldAccountantConfig())
+            params = accounting.DpParams(noise_multipliers=self.noise_multiplier, num_samples=self.records,
+                                         batch_size=self.batch, delta=float(delta))
+            self._epsilons[delta] = float(accountant.compute_epsilon(num_updates=self.steps, dp_params=params))
+        return self._epsilons[delta]
+
+    def delta(self, epsilon: float) -> float:
+        if self._composed is None:
+            # the same PLD accountant jax_privacy's config builds, and the event its accountant composes
+            import dp_accounting
+            from jax_privacy import accounting
+
+            self._composed = accounting.PldAccountantConfig().create_accountant()
+            self._composed.compose(dp_accounting.GaussianDpEvent(self.noise_multiplier))
+        return float(self._composed.get_delta(float(epsilon)))
+
+
+# -- the mechanism ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, slots=True)
+class Facts:
+    """What the claims read, computed once per training: the two ``C`` (of the noise and of the claim), the
+    dpaudit description, jax_privacy's sensitivity and dpaudit's values for the same schemas."""
+
+    noise_lower: np.ndarray
+    claim_lower: np.ndarray
+    stddev: float
+    description: MatrixFactorizationTraining
+    library: tuple[float, str]
+    schema: PatternValue  # dpaudit's b-min-separation value of the claim's C at (min_sep, k)
+    exact: PatternValue  # dpaudit's value of the release: the worst cyclic slot (or the min-sep schema)
+    consistent: bool  # the claim's C is the inverse of the noising matrix (or only one was given)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # arrays and a function: identity, not value, equality
+class JaxPrivacyTraining(Mechanism):
+    """Trials of a user's jax training with ``matrix_factorization_privatizer``, batched over jax keys.
+
+    Built by :func:`from_jax_privacy`; the fields are its arguments.
+    """
+
+    train: Callable[..., Any] | None = None
+    records: Any = None
+    steps: int = 1
+    epochs: int = 1
+    clip_norm: float = 1.0
+    stddev: float | None = None
+    noise_multiplier: float | None = None
+    noising_matrix: Any = None
+    strategy: Any = None
+    min_separation: int | None = None
+    order: str = "cyclic"
+    sensitivity: float | None = None
+    linear_sgd: bool = False
+    canary: Any = None
+    grid: Any = "auto"
+    trials_per_call: int = 4096
+
+    name = "jax-privacy"
+    summary = "a user's jax training with jax_privacy's matrix_factorization_privatizer, vmapped over trials"
+    library = "jax_privacy"
+    tiled = False  # one jitted call per block of trials: jax runs its own threads
+
+    def validate(self) -> None:
+        jax_modules()
+        if not callable(self.train):
+            raise ParameterError(f"train must be a function train(key, records) -> params, got train={self.train!r}")
+        records = _as_records(self.records)
+        object.__setattr__(self, "records", records)
+        check_int("steps", self.steps, minimum=1, maximum=_MAX_STEPS)
+        check_int("epochs", self.epochs, minimum=1, maximum=self.steps)
+        check_choice("order", self.order, ORDERS)
+        if self.order == "cyclic" and self.steps % self.epochs:
+            raise ParameterError(f"order='cyclic' visits steps / epochs batches per epoch: steps must be a multiple "
+                                 f"of epochs, got steps={self.steps}, epochs={self.epochs}")
+        if self.min_separation is None and self.order == "min-sep":
+            raise ParameterError("order='min-sep' needs min_separation (the b of b-min-separation), got None")
+        if self.min_separation is not None:
+            check_int("min_separation", self.min_separation, minimum=1, maximum=self.steps)
+        check_real("clip_norm", self.clip_norm, positive=True)
+        if (self.stddev is None) == (self.noise_multiplier is None):
+            raise ParameterError(f"give stddev (the privatizer's) or noise_multiplier, not both or neither, got "
+                                 f"stddev={self.stddev!r}, noise_multiplier={self.noise_multiplier!r}")
+        check_real("stddev" if self.stddev is not None else "noise_multiplier",
+                   self.stddev if self.stddev is not None else self.noise_multiplier, positive=True)
+        if self.sensitivity is not None:
+            check_real("sensitivity", self.sensitivity, positive=True)
+        if self.noising_matrix is None and self.strategy is None:
+            raise ParameterError("give noising_matrix (C^-1, what the privatizer was given) or strategy (C), got "
+                                 "neither")
+        if not isinstance(self.linear_sgd, (bool, np.bool_)):
+            raise ParameterError(f"linear_sgd must be True or False, got linear_sgd={self.linear_sgd!r}")
+        check_int("trials_per_call", self.trials_per_call, minimum=1)
+        self.release_grid  # checks grid
+        if self.canary is not None:
+            try:
+                canary = np.asarray(self.canary, dtype=np.float64).reshape(-1)
+            except (TypeError, ValueError):
+                canary = np.array([np.nan])
+            if canary.size != records.shape[1] or not np.all(np.isfinite(canary)):
+                raise ParameterError(f"canary must be one record of {records.shape[1]} finite numbers, got "
+                                     f"shape {np.shape(self.canary)}")
+            object.__setattr__(self, "canary", canary)
+            if self.order == "cyclic" and records.shape[0] % self.period:
+                raise ParameterError(f"a canary is placed in a batch slot of cyclic order: the {records.shape[0]} "
+                                     f"records must fill the {self.period} batches of an epoch equally, got "
+                                     f"{records.shape[0]} records")
+        self._facts  # the matrices are read and checked here
+        self._shape  # train is traced here
+
+    # -- shape -------------------------------------------------------------------------------------------
+    @property
+    def period(self) -> int:
+        """``p = steps / epochs``: the batches of one epoch (cyclic order)."""
+        return self.steps // self.epochs
+
+    @property
+    def separation(self) -> int:
+        """The ``min_sep`` jax_privacy's figure is computed for (default: the cyclic period)."""
+        return int(self.min_separation) if self.min_separation is not None else self.period
+
+    @functools.cached_property
+    def _shape(self) -> tuple[int, str]:
+        """``(output_dim, dtype name)`` of one trial's release, from tracing ``train`` batched over two keys."""
+        jax = jax_modules()
+        keys = self._keys(np.zeros((2,) + self._key_shape, dtype=np.uint32))
+        try:
+            out = jax.eval_shape(self._batched_function(), keys, self._jax_records(self.records))
+        except Exception as exc:  # noqa: BLE001 - the user's code: any failure is reported in one line
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise ParameterError(f"train(key, records) must run under jax.vmap and return arrays, got "
+                                 f"{type(exc).__name__}: {first}") from None
+        if len(out.shape) != 2 or out.shape[1] < 1:
+            raise ParameterError(f"train must return numbers, got an empty release of shape {out.shape[1:]}")
+        return int(out.shape[1]), str(np.dtype(out.dtype))
+
+    @property
+    def output_dim(self) -> int:
+        return self._shape[0]
+
+    @property
+    def record_dim(self) -> int:
+        return int(self.records.shape[1])
+
+    @property
+    def n_records(self) -> int:
+        return int(self.records.shape[0])
+
+    @property
+    def has_positions(self) -> bool:
+        return self.canary is not None
+
+    @property
+    def iterations(self) -> int:
+        return int(self.steps)
+
+    @property
+    def label(self) -> str:
+        return f"jax_privacy matrix_factorization_privatizer ({getattr(self.train, '__qualname__', 'train')})"
+
+    @property
+    def user_function(self) -> Any:
+        return self.train
+
+    @property
+    def release_grid(self) -> float | None:
+        """dpaudit's grid for the dtype ``train`` returns (``grid="auto"``), the grid given, or ``None``."""
+        grid = self.grid
+        if isinstance(grid, str):
+            check_choice("grid", grid, ("auto", "none"))
+            if grid == "none":
+                return None
+            return RELEASE_GRID["float64" if self._shape[1] == "float64" else "float32"]
+        value = check_real("grid", grid, positive=True)
+        if math.frexp(value)[0] != 0.5:
+            raise ParameterError(f"grid must be a power of two (exact to snap to), 'auto' or 'none', got grid={grid!r}")
+        return value
+
+    @property
+    def params(self) -> dict[str, Any]:
+        facts = self._facts
+        return {"library": "jax_privacy", "version": library_version("jax_privacy"),
+                "train": getattr(self.train, "__qualname__", type(self.train).__qualname__),
+                "records": self.n_records, "steps": int(self.steps), "epochs": int(self.epochs),
+                "order": self.order, "min_separation": self.separation, "clip_norm": float(self.clip_norm),
+                "stddev": facts.stddev, "noise_multiplier": _number(self.noise_multiplier),
+                "strategy": facts.description.strategy.digest, "sensitivity": _number(self.sensitivity),
+                "linear_sgd": bool(self.linear_sgd), "canary": None if self.canary is None else self.canary.tolist(),
+                "grid": self.release_grid, "output_dim": self.output_dim}
+
+    def default_dataset(self) -> Dataset:
+        """The user's records."""
+        return Dataset(self.records)
+
+    # -- the canary ----------------------------------------------------------------------------------------
+    @property
+    def canary_kinds(self) -> tuple[str, ...]:
+        """``("input",)`` with a canary record given; else none (audits take ``dataset_pair``)."""
+        return ("input",) if self.canary is not None else ()
+
+    @property
+    def default_index(self) -> int:
+        """The last record of the batch slot whose pattern attains the sensitivity (cyclic order: the records
+        ``j m + 1 .. (j + 1) m`` in slot ``j``); the last record otherwise."""
+        if self.order != "cyclic":
+            return self.n_records
+        _, value = release_mu(self._facts.description)
+        return (value.pattern[0] % self.period + 1) * (self.n_records // self.period)
+
+    @property
+    def default_pair(self) -> str:
+        return "zero"
+
+    def pair_relation(self, pair: str) -> Relation | None:
+        if pair == "zero":  # the canary against a zero record: jax_privacy's zero-out
+            return Relation.ZERO_OUT
+        return None
+
+    def canary_records(self, u: np.ndarray, *, reset: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(canary, -canary, direction)``: the canary record given (``u`` is not read: the record is the
+        user's), its opposite, and no known output direction (all ones: the scores fit on calibration)."""
+        if reset:
+            raise ParameterError("canary kind 'reset' is not defined for a jax_privacy training")
+        return self.canary.copy(), -self.canary, np.ones(self.output_dim) / math.sqrt(self.output_dim)
+
+    # -- sampling ------------------------------------------------------------------------------------------
+    @functools.cached_property
+    def _key_shape(self) -> tuple[int, ...]:
+        jax = jax_modules()
+        return tuple(jax.random.key_data(jax.random.key(0)).shape)
+
+    def _keys(self, data: np.ndarray) -> Any:
+        jax = jax_modules()
+        return jax.random.wrap_key_data(jax.numpy.asarray(data, dtype=jax.numpy.uint32))
+
+    def _jax_records(self, records: np.ndarray) -> Any:
+        jax = jax_modules()
+        return jax.numpy.asarray(records, dtype=jax.dtypes.canonicalize_dtype(np.float64))
+
+    def _batched_function(self) -> Callable[..., Any]:
+        jax = jax_modules()
+        # jax's pytree flattening, with the adapter (an optional library)
+        from jax.flatten_util import ravel_pytree
+
+        train = self.train
+        return jax.vmap(lambda key, records: ravel_pytree(train(key, records))[0], in_axes=(0, None))
+
+    @functools.cached_property
+    def _compiled(self) -> Callable[..., Any]:
+        """``jax.jit(jax.vmap(train))`` (kept: jit compiles once per block size)."""
+        return jax_modules().jit(self._batched_function())
+
+    def _sample(self, data: Dataset, trials: int, rng: np.random.Generator, dtype: torch.dtype) -> torch.Tensor:
+        # one key per trial, all drawn first: a trial's release depends on its key only, not on the blocks
+        key_data = rng.integers(0, 2**32, size=(trials,) + self._key_shape, dtype=np.uint32)
+        records = self._jax_records(data.records)
+        out = np.empty((trials, self.output_dim), dtype=np.float64)
+        block = int(self.trials_per_call)
+        for start in range(0, trials, block):
+            part = key_data[start:start + block]
+            size = len(part)
+            if size < block:  # one shape only: jit compiles once (a compile costs seconds, padding microseconds)
+                part = np.concatenate([part, np.zeros((block - size,) + self._key_shape, dtype=np.uint32)])
+            values = np.asarray(self._compiled(self._keys(part), records), dtype=np.float64)
+            out[start:start + size] = values[:size]
+        return torch.from_numpy(out)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Worker processes get the parameters, not the compiled function or the cached facts and claims."""
+        return {key: value for key, value in self.__dict__.items()
+                if key not in ("_compiled", "_facts", "privacy_description")}
+
+    # -- what the library and dpaudit state ---------------------------------------------------------------
+    @functools.cached_property
+    def _facts(self) -> Facts:
+        steps = int(self.steps)
+        noise = claim = None
+        if self.noising_matrix is not None:
+            inverse, dtype = _materialise(self.noising_matrix, steps, "noising_matrix")
+            noise = _cleaned(_inverse(inverse), dtype)
+        if self.strategy is not None:
+            lower, dtype = _materialise(self.strategy, steps, "strategy")
+            claim = _cleaned(lower, dtype)
+        noise = claim if noise is None else noise
+        claim = noise if claim is None else claim
+        scale = float(np.abs(noise).max())
+        consistent = bool(np.abs(noise - claim).max() <= 1e-5 * scale)
+        jax = jax_modules()
+        if self.stddev is not None:
+            stddev = float(self.stddev)
+        else:
+            # jax_privacy's single-participation sensitivity, as BandMFExecutionPlanConfig scales the noise
+            import jax.numpy as jnp
+            from jax_privacy.matrix_factorization import sensitivity
+
+            with _x64(jax):
+                column = float(sensitivity.single_participation_sensitivity(jnp.asarray(claim)))
+            stddev = float(self.noise_multiplier) * float(self.clip_norm) * column
+        k, b = int(self.epochs), self.separation
+        terms = LossTerms("linear" if self.linear_sgd else "user",
+                          "linear loss, plain SGD" if self.linear_sgd else "user's own",
+                          float(self.clip_norm), math.inf, 0.0, convex=bool(self.linear_sgd))
+        description = MatrixFactorizationTraining(
+            dense_strategy(noise, label="the noising matrix" if self.noising_matrix is not None else "the strategy"),
+            k, max(self.n_records * k // steps, 1), stddev / float(self.clip_norm),
+            "cyclic" if self.order == "cyclic" else "shuffled", "final", self.output_dim, terms,
+            ConvexSet("whole", math.inf))
+        schema = minsep_sensitivity(claim.T @ claim, k, b)
+        if self.order == "cyclic":
+            _, exact = release_mu(description)
+        else:
+            exact = minsep_sensitivity(factor(description.strategy).precision, k, b)
+        return Facts(noise, claim, stddev, description, library_sensitivity(claim, b, k), schema, exact, consistent)
+
+    def _checked(self, value: float) -> str:
+        """How a sensitivity compares with dpaudit's for the same schema and with the release's exact value."""
+        facts = self._facts
+        schema = math.sqrt(max(facts.schema.squared, 0.0))
+        exact = math.sqrt(max(facts.exact.squared, 0.0))
+        gap = abs(value - schema) / schema
+        agreement = (f"agrees with dpaudit's {schema:.6g} for the same schema within 1e-6 relative" if gap <= _AGREE
+                     else f"differs from dpaudit's {schema:.6g} for the same schema (relative {gap:.2e})")
+        what = "the worst cyclic slot" if self.order == "cyclic" else f"the {self.separation}-min-separation schema"
+        kind = "exact" if facts.exact.exact else "an upper bound"
+        covers = ("covers" if value >= exact * (1 - _AGREE) else "is BELOW, so the claim understates epsilon for")
+        return (f"{agreement} (b={self.separation}, k={self.epochs}, {facts.schema.how}); it {covers} dpaudit's "
+                f"value of this release, {exact:.6g} ({what}, {kind})")
+
+    def _accounted(self, name: str, sensitivity: float, how: str) -> list:
+        facts = self._facts
+        guarantees = []
+        for relation, move in RELATION_FACTORS:
+            multiplier = facts.stddev / (float(self.clip_norm) * move * sensitivity)
+            profile = AccountantProfile(multiplier, int(self.steps), self.n_records,
+                                        facts.description.batch_size)
+            doubled = "" if move == 1.0 else ", doubled for replace-one as clipped_grad(...).sensitivity does"
+            citation = (f"jax_privacy {library_version('jax_privacy')}: sensitivity {sensitivity:.6g} from {how}"
+                        f"{doubled}; noise multiplier stddev / (clip_norm * sensitivity) = {multiplier:.6g} into "
+                        f"SingleReleaseTrainingAccountant (PLD, one GaussianDpEvent); the sensitivity "
+                        f"{self._checked(sensitivity)}")
+            guarantees.append(ProfileGuarantee(name, citation, relation, profile.epsilon, profile.delta,
+                                               key=("jax_privacy", name, relation, multiplier, int(self.steps))))
+        return guarantees
+
+    def _dpaudit_guarantees(self) -> list:
+        """dpaudit's values (``accounting.builders.matrix``) for the noise as run, as guarantees of this list."""
+        facts = self._facts
+        out = []
+        for claim in matrix_claims(facts.description, None):
+            if claim.name == "mf-minsep" and self.order != "cyclic":
+                continue  # given below at the separation the user's batches keep (the builder's is b = 1)
+            if claim.name == "mf-releases" and self.order != "cyclic":
+                out.append(InapplicableGuarantee(claim.name, claim.citation, claim.relation,
+                                                 "order='min-sep': a record's steps are the sampler's, not one "
+                                                 "cyclic pattern (mf-minsep covers every b-separated pattern)"))
+            elif claim.applicable:
+                out.append(ProfileGuarantee(claim.name, claim.citation, claim.relation, claim.epsilon, claim.delta,
+                                            key=("dpaudit", facts.description, claim.name, claim.relation)))
+            else:
+                out.append(InapplicableGuarantee(claim.name, claim.citation, claim.relation, claim.reason))
+        if self.order != "cyclic":
+            # the b-min-separation value at the user's b, in the builder's words
+            from dpaudit.mechanisms.accounting.builders.matrix import MINSEP
+            from dpaudit.mechanisms.accounting.claims import profile_claim
+            from dpaudit.mechanisms.accounting.profiles import gaussian_log_delta
+
+            mu = math.sqrt(facts.exact.squared) * float(self.clip_norm) / facts.stddev
+            for relation, move in RELATION_FACTORS:
+                claim = profile_claim("mf-minsep", f"{MINSEP}; b = {self.separation}, k = {self.epochs}: "
+                                      f"{facts.exact.how}", relation,
+                                      lambda e, mu=move * mu: gaussian_log_delta(e, mu))
+                out.append(ProfileGuarantee(claim.name, claim.citation, relation, claim.epsilon, claim.delta,
+                                            key=("dpaudit", facts.description, "mf-minsep", relation,
+                                                 self.separation)))
+        return out
+
+    @functools.cached_property
+    def privacy_description(self) -> LibraryGuarantees:
+        """jax_privacy's figures (its sensitivity, and the one the user's code used), then dpaudit's values."""
+        value, how = self._facts.library
+        guarantees = self._accounted("jax-privacy", value, how)
+        if self.sensitivity is not None:
+            guarantees += self._accounted("jax-privacy-given-sensitivity", float(self.sensitivity),
+                                          "the sensitivity your code set its noise with (sensitivity=)")
+        return LibraryGuarantees(tuple(guarantees + self._dpaudit_guarantees()))
+
+    def assumptions(self) -> list[dict[str, Any]]:
+        """jax_privacy's accounting assumptions, each checked against the training as described.
+
+        Returns
+        -------
+        list of dict
+            ``name``, ``assumed``, ``holds`` and ``detail``.
+        """
+        facts = self._facts
+        exact = math.sqrt(max(facts.exact.squared, 0.0))
+        library = facts.library[0]
+        covered = self.order != "cyclic" or self.period >= self.separation
+        checks = [
+            {"name": "participation", "assumed": f"every record in at most k={self.epochs} steps, any two at least "
+                                                 f"min_sep={self.separation} apart",
+             "holds": covered,
+             "detail": (f"order={self.order!r}" + (f": a record is used every {self.period} steps" if self.order ==
+                                                   "cyclic" else ": as the user's sampler keeps it")
+                        + ("" if covered else f", closer than min_sep={self.separation}"))},
+            {"name": "strategy", "assumed": "the claim's C is the inverse of the matrix the privatizer was given",
+             "holds": facts.consistent,
+             "detail": "one of noising_matrix and strategy given, or both agree" if facts.consistent else
+             "strategy is not the inverse of noising_matrix: the noise is not the one the claim is for"},
+            {"name": "library-sensitivity", "assumed": "jax_privacy's sensitivity bounds this release's",
+             "holds": library >= exact * (1 - _AGREE),
+             "detail": f"{facts.library[1]} = {library:.6g}; dpaudit's exact value {exact:.6g}"},
+            {"name": "relation", "assumed": "neighbours replace one record's gradient by zero (zero-out)",
+             "holds": True, "detail": "the canary pair puts a zero record in the canary's place: zero-out when a "
+                                      "zero record's gradient is zero in your loss (a dataset_pair of equal sizes "
+                                      "is audited as replace-one)"},
+        ]
+        if self.sensitivity is not None:
+            value = float(self.sensitivity)
+            checks.insert(3, {"name": "given-sensitivity", "assumed": "the sensitivity the noise was set with bounds "
+                                                                      "this release's",
+                              "holds": value >= exact * (1 - _AGREE),
+                              "detail": f"sensitivity={value:.6g}; dpaudit's exact value {exact:.6g}"})
+        return checks
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _as_records(records: Any) -> np.ndarray:
+    if records is None:
+        raise ParameterError("records must be given (the dataset train(key, records) is called with)")
+    try:
+        array = np.asarray(records, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ParameterError(f"records must be an array of numbers, got {type(records).__name__}") from None
+    array = array[:, None] if array.ndim == 1 else array
+    if array.ndim != 2 or array.shape[0] < 1 or not np.all(np.isfinite(array)):
+        raise ParameterError(f"records must be a non-empty 2-D array of finite numbers (records x columns), got "
+                             f"shape {array.shape}")
+    return array
+
+
+def from_jax_privacy(train: Callable[..., Any], *, records: Any, steps: int, epochs: int, clip_norm: float,
+                     stddev: float | None = None, noise_multiplier: float | None = None,
+                     noising_matrix: Any = None, strategy: Any = None, min_separation: int | None = None,
+                     order: str = "cyclic", sensitivity: float | None = None, linear_sgd: bool = False,
+                     canary: Any = None, grid: Any = "auto", trials_per_call: int = 4096) -> JaxPrivacyTraining:
+    """Audit a jax training that uses jax_privacy's ``matrix_factorization_privatizer``, as it is called.
+
+    Parameters
+    ----------
+    train : callable
+        ``train(key, records) -> params``: the user's whole training in jax, from a jax PRNG key (every draw of
+        the training, the privatizer's ``prng_key`` included, must come from it) and the records (a jax array of
+        the records, in jax's default float dtype); returns the released parameters (an array or a pytree,
+        flattened). It must run under ``jax.vmap`` over the key: build the privatizer inside ``train`` from the
+        key, and batches of a fixed size (``jax.random.permutation`` or a fixed order, not ``batch_iterator``).
+    records : array_like
+        The training records, one row each (the dataset ``train`` is called with; canaries replace one row).
+    steps, epochs : int
+        The privatizer's steps ``n`` (rows of ``C``) and the participations ``k`` of every record.
+    clip_norm : float
+        The bound on one record's contribution to the sum the privatizer is given
+        (``clipped_grad(...).l2_norm_bound``: ``l2_clip_norm``, 1 with ``rescale_to_unit_norm``, over
+        ``normalize_by``).
+    stddev, noise_multiplier : float
+        The privatizer's ``stddev``, or the noise multiplier it was built from as ``BandMFExecutionPlanConfig``
+        does (``stddev = noise_multiplier * clip_norm * `` the largest column norm of ``C``). Give one.
+    noising_matrix : array or StreamingMatrix, optional
+        What the privatizer was given: ``C^{-1}`` (a dense array, or ``toeplitz.inverse_as_streaming_matrix``,
+        ``ColumnNormalizedBanded.inverse_as_streaming_matrix()``, ...). Materialised to ``steps x steps``.
+    strategy : array, ColumnNormalizedBanded or BufferedToeplitz, optional
+        ``C`` itself. jax_privacy's figure is computed for ``strategy`` when given (else for the inverse of
+        ``noising_matrix``), dpaudit's for the noise as run (``noising_matrix`` when given); with both, the
+        ``strategy`` assumption checks that they agree. Entries within the round-off of the dtype they were
+        stored in are taken as zero.
+    min_separation : int, optional
+        The ``min_sep`` of jax_privacy's sensitivity (default ``steps / epochs``, the cyclic period).
+    order : {"cyclic", "min-sep"}
+        ``"cyclic"``: ``train`` visits the records in ``steps / epochs`` fixed batch slots, slot ``j`` at steps
+        ``j, j + p, ...`` (BandMF without amplification); ``"min-sep"``: any order the user's sampler keeps
+        ``min_separation`` apart (dpaudit's value is then the b-min-separation bound).
+    sensitivity : float, optional
+        The multi-participation sensitivity the user's code set its noise with, where it computed one itself:
+        listed as the claim ``jax-privacy-given-sensitivity`` beside jax_privacy's own (for instance the figure
+        of ``toeplitz.minsep_sensitivity_squared`` called without ``n``, jax_privacy PR 238).
+    linear_sgd : bool
+        True declares that the per-record gradients do not depend on the parameters (a linear loss) and the
+        optimizer is plain SGD at a fixed step, without projection: the final parameters are an affine function
+        of the summed noisy gradients, and dpaudit's last-iterate value (``mf-last-iterate``) applies.
+    canary : array_like, optional
+        A record of the user's (one with a clipped gradient at the clip norm, say). Given, the default audit
+        places it at the worst participation pattern (cyclic order: the last record of the worst slot, records
+        ``j m + 1 .. (j + 1) m`` being slot ``j``) against a zero record there (zero-out, jax_privacy's
+        relation). Not given, no canary can be built for a training dpaudit cannot see into: audits need
+        ``dataset_pair=(S, S')`` (equal sizes: dpaudit calls that pair replace-one).
+    grid : float, "auto" or "none"
+        The grid releases are snapped to: ``"auto"`` dpaudit's grid for the dtype ``train`` returns
+        (``RELEASE_GRID``: 2^-6 for float32, 2^-12 for float64), a power of two, or ``"none"`` (as computed).
+    trials_per_call : int
+        Trials per jitted call (a shorter block is padded: jit compiles for one shape).
+
+    Returns
+    -------
+    JaxPrivacyTraining
+        Audit it with ``dpaudit.audit(training)`` (with ``canary``) or ``dpaudit.audit(training,
+        dataset_pair=(S, S'))``; ``training.claims()`` lists jax_privacy's figures and dpaudit's values.
+
+    Raises
+    ------
+    ParameterError
+        Where jax or jax_privacy is missing (``pip install 'dpaudit[jax]'``), where jax_privacy is outside
+        :data:`SUPPORTED_VERSIONS`, and for any argument that does not fit (one line, naming it).
+
+    Notes
+    -----
+    Trials are seeded through jax keys: the audit's generator (a NumPy ``SeedSequence`` child per chunk) draws
+    each trial's key data, wrapped with ``jax.random.wrap_key_data``; a trial's release depends on its key
+    alone. jax is imported when this adapter is used, never with ``import dpaudit``.
+
+    References
+    ----------
+    Choquette-Choo et al., "(Amplified) Banded Matrix Factorization", NeurIPS 2023; jax_privacy PR 238.
+    """
+    jax_modules()
+    return JaxPrivacyTraining(train=train, records=records, steps=steps, epochs=epochs, clip_norm=clip_norm,
+                              stddev=stddev, noise_multiplier=noise_multiplier, noising_matrix=noising_matrix,
+                              strategy=strategy, min_separation=min_separation, order=order,
+                              sensitivity=sensitivity, linear_sgd=linear_sgd, canary=canary, grid=grid,
+                              trials_per_call=trials_per_call)
