@@ -191,3 +191,14 @@ def test_the_summed_noise_of_correlated_strategies_is_small(strategy, steps, ban
 
     mech = dpaudit.make("dp-mf", n=steps, steps=steps, strategy=strategy, **({"bands": bands} if bands else {}))
     assert factor(mech.strategy_value).last_variance == pytest.approx(covariance.sum(), rel=1e-9)
+
+
+def test_without_jax_privacy_its_claim_says_how_to_install_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "jax_privacy", None)  # an import of it now raises ImportError
+    mech = dpaudit.make("dp-mf", n=8, steps=8, epochs=2, strategy="banded-sqrt", bands=2, noise_multiplier=3.0)
+    from dpaudit.mechanisms.accounting.builders.matrix import matrix_claims
+
+    claim = next(c for c in matrix_claims(mech.privacy_description, None) if c.name == "jax-privacy")
+    assert not claim.applicable and 'pip install -e ".[jax]"' in claim.reason
