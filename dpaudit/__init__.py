@@ -26,6 +26,7 @@ _PUBLIC = {
     "make": "dpaudit.mechanisms.registry",
     "from_callable": "dpaudit.mechanisms.wrapped",
     "from_batched_callable": "dpaudit.mechanisms.wrapped",
+    "from_jax_privacy": "dpaudit.mechanisms.adapters.jax_privacy",  # jax loads when it is called, not here
     "audit": "dpaudit.auditing.checks.api",
     "search": "dpaudit.auditing.checks.search",
     "load_result": "dpaudit.auditing.jobs.result",
@@ -43,6 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dpaudit.auditing.checks.search import search
     from dpaudit.auditing.jobs.result import AuditResult, load_result
     from dpaudit.core.errors import DPAuditError, ParameterError
+    from dpaudit.mechanisms.adapters.jax_privacy import from_jax_privacy
     from dpaudit.mechanisms.registry import make
     from dpaudit.mechanisms.wrapped import from_batched_callable, from_callable
 
