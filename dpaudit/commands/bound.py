@@ -101,10 +101,15 @@ def _print_table(document: dict[str, Any]) -> None:
         for note in entry["notes"]:
             out.write(f"      note: {note}\n")
     for row in document.get("per_index", []):
-        values = ", ".join(
-            f"{e['name']}={e[quantity]:.4g}" for e in row["claims"]
-            if e["applicable"] and e[quantity] is not None)
+        shown = [e for e in row["claims"] if e["applicable"] and e[quantity] is not None]
+        names = [e["name"] for e in shown]
+        values = ", ".join(f"{_label(e, names)}={e[quantity]:.4g}" for e in shown)
         out.write(f"  t={row['index']:<5} {values}\n")
+
+
+def _label(entry: dict[str, Any], names: list[str]) -> str:
+    """A claim's name, with its relation where the row states the claim for two relations."""
+    return f"{entry['name']} ({entry['relation']})" if names.count(entry["name"]) > 1 else entry["name"]
 
 
 def _run(args: argparse.Namespace) -> int:
