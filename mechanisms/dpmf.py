@@ -356,6 +356,7 @@ class DPMF(LossIteration):
     def reference_scores(self, dataset_a: Dataset, dataset_b: Dataset, size: int, seed: int = 0):
         """``size`` exact scores per dataset drawn from the Gaussian laws of the statistic (thresholds are chosen
         on them, never on certification trials)."""
+        # the accountants (and SciPy under them) load with the first reference scores, not with the mechanism
         from dpaudit.mechanisms.accounting.instances import exact_laws
 
         laws = exact_laws(self, dataset_a, dataset_b)

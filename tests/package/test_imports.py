@@ -106,7 +106,7 @@ def test_the_walk_sees_a_circle_through_a_function_level_import(tmp_path):
     assert circles({"x": {"y"}, "y": set()}) == []
 
 
-def test_dpaudit_audit_is_the_function_whatever_is_imported():
+def test_dpaudit_audit_is_the_function_whatever_is_imported(tmp_path):
     """``audit/`` installs as ``dpaudit.auditing``: importing any of its modules never rebinds ``dpaudit.audit``."""
     code = ("import sys, dpaudit, dpaudit.auditing\n"
             "assert 'torch' not in sys.modules\n"
@@ -115,6 +115,7 @@ def test_dpaudit_audit_is_the_function_whatever_is_imported():
             "assert dpaudit.audit is audit and callable(dpaudit.audit)\n"
             "from dpaudit import assert_private, PrivacyViolation\n"
             "assert assert_private.__module__ == 'dpaudit.auditing.checks.regression'\n")
+    # in an empty folder: a checkout named dpaudit would shadow the installed package from its parent
     result = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True,
-                            text=True, cwd=ROOT.parent)
+                            text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr

@@ -171,7 +171,7 @@ def test_the_comment_check_sees_an_unexplained_import(tmp_path):
     assert function_imports(probe) == [(2, "torch", True), (3, "numpy", True), (7, "scipy", False)]
 
 
-def test_importing_changes_no_global_state():
+def test_importing_changes_no_global_state(tmp_path):
     """Importing every subpackage registers no mechanism and switches no matplotlib backend."""
     import subprocess
     import sys
@@ -186,10 +186,12 @@ def test_importing_changes_no_global_state():
         "assert set(registered()) == names, set(registered()) - names\n"
         "assert matplotlib.get_backend() == before, (before, matplotlib.get_backend())\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT.parent)
+    # in an empty folder: a checkout's parent would hold the checkout itself, which shadows the installed package
+    # as a namespace package when the checkout is named dpaudit (git clone's default)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
 
 
-CONCRETE = {"baseline", "kernels", "sgd", "dpsgd", "lssgd", "shuffle", "wrapped", "models"}
+CONCRETE = {"baseline", "kernels", "sgd", "dpsgd", "dpmf", "lssgd", "shuffle", "wrapped", "models"}
 
 
 def test_attacks_and_accounting_never_import_a_concrete_mechanism():
