@@ -68,181 +68,28 @@ from dpaudit.mechanisms.accounting.descriptions import (
     MatrixFactorizationTraining,
     ProfileGuarantee,
 )
-from dpaudit.mechanisms.accounting.participation import PatternValue, bandwidth, minsep_sensitivity
+from dpaudit.mechanisms.accounting.jax_privacy_claims import AccountantProfile, library_sensitivity, x64
+from dpaudit.mechanisms.accounting.participation import PatternValue, minsep_sensitivity
 from dpaudit.mechanisms.accounting.strategies import dense_strategy, factor
-from dpaudit.mechanisms.adapters.base import library_version, require
+from dpaudit.mechanisms.adapters.base import library_version
+from dpaudit.mechanisms.adapters.jax_privacy_run import (
+    SUPPORTED_VERSIONS,
+    VmappedTraining,
+    cleaned,
+    inverse,
+    jax_modules,
+    materialise,
+)
 from dpaudit.mechanisms.base import RELEASE_GRID, Mechanism
 from dpaudit.mechanisms.dataset import Dataset
 
 __all__ = ["JaxPrivacyTraining", "SUPPORTED_VERSIONS", "from_jax_privacy"]
 
-#: The jax_privacy releases whose API (privatizer, sensitivity functions, accountants) this adapter reads.
-SUPPORTED_VERSIONS = ">=2.0,<2.1"
 ORDERS = ("cyclic", "min-sep")
 _MAX_STEPS = 4096  # the strategy's matrices are dense steps x steps (as dp-mf's)
 _AGREE = 1e-6  # relative agreement of a library sensitivity with dpaudit's value for the same schema
 #: dpaudit's own values of the release, read from ``accounting.builders.matrix`` (its other claims are not ours)
 DPAUDIT_VALUES = ("mf-releases", "mf-minsep", "mf-last-iterate")
-
-
-@functools.lru_cache(maxsize=1)
-def jax_modules() -> Any:
-    """``jax``, once jax and a supported jax_privacy are known to import (kept once found); else a one-line
-    ParameterError."""
-    jax = require("jax", "jax")
-    require("jax_privacy", "jax")
-    version = library_version("jax_privacy")
-    parts = version.split(".")
-    if parts[:2] != ["2", "0"]:
-        raise ParameterError(f"from_jax_privacy supports jax_privacy {SUPPORTED_VERSIONS} (the 2.0.x API), "
-                             f"got jax_privacy {version}")
-    return jax
-
-
-def _x64(jax: Any) -> Any:
-    """jax's float64 context (its name moved between releases)."""
-    switch = getattr(jax, "enable_x64", None)
-    if switch is None:  # older jax releases keep it in jax.experimental only
-        # the older home of the same context manager, on the path of those releases only
-        from jax.experimental import enable_x64 as switch
-    return switch(True)
-
-
-# -- the matrices the privatizer and the claims were given --------------------------------------------------
-def _materialise(value: Any, steps: int, given: str) -> tuple[np.ndarray, np.dtype]:
-    """A strategy object, a ``StreamingMatrix`` or an array as a float64 ``(steps, steps)`` array, with the
-    dtype it was stored in (its round-off decides which entries are zero)."""
-    jax = jax_modules()
-    # jax_privacy's matrix types, only where this adapter is used (an optional library)
-    from jax_privacy.matrix_factorization import banded, buffered_toeplitz, streaming_matrix
-
-    with _x64(jax):
-        if isinstance(value, banded.ColumnNormalizedBanded):
-            if int(value.n) != steps:
-                raise ParameterError(f"{given} is a ColumnNormalizedBanded of n={int(value.n)} steps, got "
-                                     f"steps={steps}")
-            value = value.materialize()
-        elif isinstance(value, (streaming_matrix.StreamingMatrix, buffered_toeplitz.BufferedToeplitz)):
-            value = value.materialize(steps)
-        try:
-            array = np.asarray(value)
-            matrix = np.asarray(array, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ParameterError(f"{given} must be a steps x steps matrix, a jax_privacy StreamingMatrix or "
-                                 f"strategy, got {type(value).__name__}") from None
-    dtype = array.dtype if array.dtype.kind == "f" else np.dtype(np.float64)
-    if matrix.shape != (steps, steps):
-        raise ParameterError(f"{given} must be steps x steps = {steps} x {steps}, got shape {matrix.shape}")
-    if not np.all(np.isfinite(matrix)) or np.any(np.triu(matrix, 1) != 0) or np.any(np.diag(matrix) == 0):
-        raise ParameterError(f"{given} must be finite and lower-triangular with a non-zero diagonal (a causal, "
-                             f"invertible strategy), got another {steps} x {steps} matrix")
-    return matrix, dtype
-
-
-def _cleaned(lower: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``lower`` with entries within the round-off of its dtype taken as zero (a float32 inverse materialised
-    and inverted back leaves ~1e-8 where the strategy has its zeros)."""
-    tolerance = 8 * lower.shape[0] * float(np.finfo(dtype).eps) * float(np.abs(lower).max())
-    return np.where(np.abs(lower) <= tolerance, 0.0, lower)
-
-
-def _inverse(matrix: np.ndarray) -> np.ndarray:
-    """The inverse of a lower-triangular matrix (``C`` from the privatizer's ``C^{-1}``)."""
-    # SciPy's triangular solve, on the path of a claim only
-    from scipy.linalg import solve_triangular
-
-    return solve_triangular(matrix, np.eye(matrix.shape[0]), lower=True)
-
-
-def _toeplitz_coefficients(lower: np.ndarray) -> np.ndarray | None:
-    """``C[:, 0]`` without its trailing zeros when every diagonal of ``C`` is constant, else ``None``."""
-    n = lower.shape[0]
-    scale = float(np.abs(lower).max()) or 1.0
-    for lag in range(n):
-        diagonal = np.diagonal(lower, -lag)
-        if np.abs(diagonal - diagonal[0]).max() > 1e-12 * scale:
-            return None
-    column = lower[:, 0]
-    nonzero = np.flatnonzero(column)
-    return column[: nonzero[-1] + 1] if nonzero.size else None
-
-
-def library_sensitivity(lower: np.ndarray, min_sep: int, participations: int) -> tuple[float, str]:
-    """jax_privacy's multi-participation L2 sensitivity of ``C`` (unit clipped gradient) and the call that gave it.
-
-    ``get_sensitivity_banded`` where ``C`` is banded within ``min_sep`` (exact, Alg. 3 of arXiv:2306.08153);
-    ``toeplitz.minsep_sensitivity_squared(coef, min_sep, max_participations, n=steps)`` for a Toeplitz ``C``
-    with non-negative, non-increasing coefficients (Thm 2 of arXiv:2405.13763); otherwise
-    ``get_min_sep_sensitivity_upper_bound`` (Alg. 4 of arXiv:2306.08153). Computed in float64.
-    """
-    jax = jax_modules()
-    # jax_privacy's own sensitivity functions: the figures are the library's, as called on this C
-    import jax.numpy as jnp
-    from jax_privacy.matrix_factorization import sensitivity, toeplitz
-
-    steps = lower.shape[0]
-    with _x64(jax):
-        encoder = jnp.asarray(lower, dtype=jnp.float64)
-        if bandwidth(lower) <= min_sep:
-            try:
-                value = sensitivity.get_sensitivity_banded(encoder, min_sep=min_sep,
-                                                           max_participations=participations)
-                return float(value), (f"sensitivity.get_sensitivity_banded(C, min_sep={min_sep}, "
-                                      f"max_participations={participations})")
-            except ValueError:  # X = C^T C is not banded within min_sep after all: the next rule
-                pass
-        coefficients = _toeplitz_coefficients(lower)
-        if coefficients is not None:
-            try:
-                squared = toeplitz.minsep_sensitivity_squared(jnp.asarray(coefficients), min_sep, participations,
-                                                              n=steps)
-                return math.sqrt(float(squared)), (f"toeplitz.minsep_sensitivity_squared(coef, min_sep={min_sep}, "
-                                                   f"max_participations={participations}, n={steps})")
-            except ValueError:  # negative or increasing coefficients: the closed form does not hold
-                pass
-        value = sensitivity.get_min_sep_sensitivity_upper_bound(encoder, min_sep=min_sep,
-                                                                max_participations=participations)
-        return float(value), (f"sensitivity.get_min_sep_sensitivity_upper_bound(C, min_sep={min_sep}, "
-                              f"max_participations={participations})")
-
-
-class AccountantProfile:
-    """``SingleReleaseTrainingAccountant`` (PLD) at one noise multiplier: one ``GaussianDpEvent``.
-
-    ``epsilon(delta)`` is the accountant's ``compute_epsilon``; ``delta(epsilon)`` asks the PLD accountant its
-    config builds, composed with the same event (the accountant itself answers epsilon only). Answers are kept.
-    """
-
-    def __init__(self, noise_multiplier: float, steps: int, records: int, batch: int) -> None:
-        self.noise_multiplier, self.steps, self.records, self.batch = noise_multiplier, steps, records, batch
-        self._epsilons: dict[float, float] = {}
-        self._composed: Any = None
-
-    def epsilon(self, delta: float) -> float:
-        if delta <= 0.0:
-            return math.inf
-        if delta >= 1.0:
-            return 0.0
-        if delta not in self._epsilons:
-            # jax_privacy's accountant: the library's figure, computed by the library
-            from jax_privacy import accounting
-
-            accountant = accounting.SingleReleaseTrainingAccountant(
-                dp_accountant_config=accounting.PldAccountantConfig())
-            params = accounting.DpParams(noise_multipliers=self.noise_multiplier, num_samples=self.records,
-                                         batch_size=self.batch, delta=float(delta))
-            self._epsilons[delta] = float(accountant.compute_epsilon(num_updates=self.steps, dp_params=params))
-        return self._epsilons[delta]
-
-    def delta(self, epsilon: float) -> float:
-        if self._composed is None:
-            # the same PLD accountant jax_privacy's config builds, and the event its accountant composes
-            import dp_accounting
-            from jax_privacy import accounting
-
-            self._composed = accounting.PldAccountantConfig().create_accountant()
-            self._composed.compose(dp_accounting.GaussianDpEvent(self.noise_multiplier))
-        return float(self._composed.get_delta(float(epsilon)))
 
 
 # -- the mechanism ---------------------------------------------------------------------------------------------
@@ -351,17 +198,7 @@ class JaxPrivacyTraining(Mechanism):
     @functools.cached_property
     def _shape(self) -> tuple[int, str]:
         """``(output_dim, dtype name)`` of one trial's release, from tracing ``train`` batched over two keys."""
-        jax = jax_modules()
-        keys = self._keys(np.zeros((2,) + self._key_shape, dtype=np.uint32))
-        try:
-            out = jax.eval_shape(self._batched_function(), keys, self._jax_records(self.records))
-        except Exception as exc:  # noqa: BLE001 - the user's code: any failure is reported in one line
-            first = (str(exc).strip().splitlines() or [""])[0][:200]
-            raise ParameterError(f"train(key, records) must run under jax.vmap and return arrays, got "
-                                 f"{type(exc).__name__}: {first}") from None
-        if len(out.shape) != 2 or out.shape[1] < 1:
-            raise ParameterError(f"train must return numbers, got an empty release of shape {out.shape[1:]}")
-        return int(out.shape[1]), str(np.dtype(out.dtype))
+        return self._runner.shape(self.records)
 
     @property
     def output_dim(self) -> int:
@@ -454,50 +291,16 @@ class JaxPrivacyTraining(Mechanism):
 
     # -- sampling ------------------------------------------------------------------------------------------
     @functools.cached_property
-    def _key_shape(self) -> tuple[int, ...]:
-        jax = jax_modules()
-        return tuple(jax.random.key_data(jax.random.key(0)).shape)
-
-    def _keys(self, data: np.ndarray) -> Any:
-        jax = jax_modules()
-        return jax.random.wrap_key_data(jax.numpy.asarray(data, dtype=jax.numpy.uint32))
-
-    def _jax_records(self, records: np.ndarray) -> Any:
-        jax = jax_modules()
-        return jax.numpy.asarray(records, dtype=jax.dtypes.canonicalize_dtype(np.float64))
-
-    def _batched_function(self) -> Callable[..., Any]:
-        jax = jax_modules()
-        # jax's pytree flattening, with the adapter (an optional library)
-        from jax.flatten_util import ravel_pytree
-
-        train = self.train
-        return jax.vmap(lambda key, records: ravel_pytree(train(key, records))[0], in_axes=(0, None))
-
-    @functools.cached_property
-    def _compiled(self) -> Callable[..., Any]:
-        """``jax.jit(jax.vmap(train))`` (kept: jit compiles once per block size)."""
-        return jax_modules().jit(self._batched_function())
+    def _runner(self) -> VmappedTraining:
+        return VmappedTraining(self.train, self.trials_per_call)
 
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator, dtype: torch.dtype) -> torch.Tensor:
-        # one key per trial, all drawn first: a trial's release depends on its key only, not on the blocks
-        key_data = rng.integers(0, 2**32, size=(trials,) + self._key_shape, dtype=np.uint32)
-        records = self._jax_records(data.records)
-        out = np.empty((trials, self.output_dim), dtype=np.float64)
-        block = int(self.trials_per_call)
-        for start in range(0, trials, block):
-            part = key_data[start:start + block]
-            size = len(part)
-            if size < block:  # one shape only: jit compiles once (a compile costs seconds, padding microseconds)
-                part = np.concatenate([part, np.zeros((block - size,) + self._key_shape, dtype=np.uint32)])
-            values = np.asarray(self._compiled(self._keys(part), records), dtype=np.float64)
-            out[start:start + size] = values[:size]
-        return torch.from_numpy(out)
+        return torch.from_numpy(self._runner.sample(data.records, trials, rng, self.output_dim))
 
     def __getstate__(self) -> dict[str, Any]:
-        """Worker processes get the parameters, not the compiled function or the cached facts and claims."""
+        """Worker processes get the parameters, not the compiled training or the cached facts and claims."""
         return {key: value for key, value in self.__dict__.items()
-                if key not in ("_compiled", "_facts", "privacy_description")}
+                if key not in ("_runner", "_facts", "privacy_description")}
 
     # -- what the library and dpaudit state ---------------------------------------------------------------
     @functools.cached_property
@@ -505,11 +308,11 @@ class JaxPrivacyTraining(Mechanism):
         steps = int(self.steps)
         noise = claim = None
         if self.noising_matrix is not None:
-            inverse, dtype = _materialise(self.noising_matrix, steps, "noising_matrix")
-            noise = _cleaned(_inverse(inverse), dtype)
+            given, dtype = materialise(self.noising_matrix, steps, "noising_matrix")
+            noise = cleaned(inverse(given), dtype)
         if self.strategy is not None:
-            lower, dtype = _materialise(self.strategy, steps, "strategy")
-            claim = _cleaned(lower, dtype)
+            lower, dtype = materialise(self.strategy, steps, "strategy")
+            claim = cleaned(lower, dtype)
         noise = claim if noise is None else noise
         claim = noise if claim is None else claim
         scale = float(np.abs(noise).max())
@@ -522,7 +325,7 @@ class JaxPrivacyTraining(Mechanism):
             import jax.numpy as jnp
             from jax_privacy.matrix_factorization import sensitivity
 
-            with _x64(jax):
+            with x64(jax):
                 column = float(sensitivity.single_participation_sensitivity(jnp.asarray(claim)))
             stddev = float(self.noise_multiplier) * float(self.clip_norm) * column
         k, b = int(self.epochs), self.separation
