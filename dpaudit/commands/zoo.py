@@ -1,5 +1,5 @@
-"""``dpaudit zoo``: audit every broken mechanism of a suite (the zoo, the black-box suite, the DP-SGD bug zoo)
-and its correct twin."""
+"""``dpaudit zoo``: audit every broken mechanism of a suite (the zoo, the black-box suite, the DP-SGD and DP-MF
+bug zoos) and its correct twin."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 from dpaudit.commands.common import UsageError, count, emit_json
 
-SUITES = ("zoo", "black-box", "dp-sgd")
+SUITES = ("zoo", "black-box", "dp-sgd", "dp-mf")
 
 
 def _run_black_box(args: argparse.Namespace) -> int:
@@ -47,31 +47,50 @@ def _run_black_box(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_dpsgd(args: argparse.Namespace) -> int:
-    """The DP-SGD bug zoo (audit/checks/zoo/dpsgd.py): training code as it shipped, each case beside its twin."""
-    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
-    from dpaudit.auditing.checks.zoo.dpsgd import DPSGD_ZOO, run_dpsgd_zoo
+#: The legend line of each training zoo's table.
+_LEGENDS = {
+    "dp-sgd": ("claim: what the library's own accountant reports at delta 1e-5; true: the pair's exact epsilon "
+               "('?': not computed); assert_private at the claim, confidence 0.95; trials: per dataset, used "
+               "before a violation stopped the audit\n"),
+    "dp-mf": ("claim: the epsilon each case claims at delta 1e-5 (the bug's, or the correct one for a twin); true: "
+              "the pair's exact epsilon (reshuffled-epochs: Monte Carlo); assert_private at the claim, confidence "
+              "0.95; trials: per dataset, used before a violation stopped the audit; within-claim: a bug whose "
+              "true epsilon stays within its claim\n"),
+}
 
-    names = [case.name for case in DPSGD_ZOO]
+
+def _training_zoo(args: argparse.Namespace) -> list:
+    """The results of a training bug zoo: dp-sgd (audit/checks/zoo/dpsgd.py, training code as it
+    shipped) or dp-mf (audit/checks/zoo/dpmf.py, correlated noise with a wrong claim or wrong noise)."""
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
+    if args.suite == "dp-sgd":
+        from dpaudit.auditing.checks.zoo.dpsgd import DPSGD_ZOO as cases, run_dpsgd_zoo as run
+    else:
+        from dpaudit.auditing.checks.zoo.dpmf import DPMF_ZOO as cases, run_dpmf_zoo as run
+    names = [case.name for case in cases]
     unknown = [part for part in args.only or () if not any(part in name for name in names)]
     if unknown:
-        raise UsageError(f"zoo: --only {unknown[0]!r} matches no case of the dp-sgd suite (names: {', '.join(names)})")
-    results = run_dpsgd_zoo(trials=args.trials, seed=args.seed, only=args.only)
+        raise UsageError(f"zoo: --only {unknown[0]!r} matches no case of the {args.suite} suite (names: "
+                         f"{', '.join(names)})")
+    return run(trials=args.trials, seed=args.seed, only=args.only)
+
+
+def _run_training(args: argparse.Namespace) -> int:
+    """A training bug zoo, each case beside its twin, through ``assert_private`` at the case's claim."""
+    results = _training_zoo(args)
     failed = [r.name for r in results if r.failed]
     if args.json:
-        emit_json({"schema_version": 2, "suite": "dp-sgd", "delta": 1e-5, "failed": failed,
+        emit_json({"schema_version": 2, "suite": args.suite, "delta": 1e-5, "failed": failed,
                    "cases": [r.to_dict() for r in results]})
     else:
         out = sys.stdout
-        out.write(f"{'case':<42} {'report':<26} {'claim':>7} {'true':>7} {'eps >=':>8} {'status':<12} "
+        out.write(f"{'case':<42} {'report':<28} {'claim':>7} {'true':>7} {'eps >=':>8} {'status':<13} "
                   f"{'trials':>8} {'score':<13} {'s':>6}\n")
         for r in results:
             true = "?" if r.true_epsilon is None else f"{r.true_epsilon:.3f}"
-            out.write(f"{r.name:<42} {r.report:<26} {r.claimed_epsilon:>7.3f} {true:>7} {r.epsilon_lower_bound:>8.3f} "
-                      f"{r.status:<12} {r.trials_used:>8} {r.score or '-':<13} {r.seconds:>6.1f}\n")
-        out.write("claim: what the library's own accountant reports at delta 1e-5; true: the pair's exact epsilon "
-                  "('?': not computed); assert_private at the claim, confidence 0.95; trials: per dataset, used "
-                  "before a violation stopped the audit\n")
+            out.write(f"{r.name:<42} {r.report:<28} {r.claimed_epsilon:>7.3f} {true:>7} {r.epsilon_lower_bound:>8.3f} "
+                      f"{r.status:<13} {r.trials_used:>8} {r.score or '-':<13} {r.seconds:>6.1f}\n")
+        out.write(_LEGENDS[args.suite])
     if failed:
         print(f"dpaudit zoo: {len(failed)} case(s) failed (a violation missed, or a correct case flagged): "
               f"{', '.join(failed)}", file=sys.stderr)
@@ -82,10 +101,10 @@ def _run_dpsgd(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.suite == "black-box":
         return _run_black_box(args)
-    if args.suite == "dp-sgd":
+    if args.suite in ("dp-sgd", "dp-mf"):
         if args.screen_trials is not None:
             raise UsageError("zoo: --screen-trials applies to --suite black-box only")
-        return _run_dpsgd(args)
+        return _run_training(args)
     if args.screen_trials is not None:
         raise UsageError("zoo: --screen-trials applies to --suite black-box only")
     # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
@@ -118,7 +137,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--suite", choices=SUITES, default="zoo",
                         help="zoo: broken mechanisms and their twins (default); black-box: the benchmark "
                              "algorithms of the published black-box finders at their claims; dp-sgd: DP-SGD "
-                             "training code as it shipped (Opacus, jax_privacy), from its users' reports")
+                             "training code as it shipped (Opacus, jax_privacy), from its users' reports; dp-mf: "
+                             "DP matrix-factorisation training (correlated noise) with wrong sensitivities or noise")
     parser.add_argument("--trials", type=count(20),
                         help="trials per dataset (default: each variant's own; 10^6 for --suite black-box)")
     parser.add_argument("--screen-trials", type=count(20),

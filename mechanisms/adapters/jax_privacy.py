@@ -344,6 +344,12 @@ class JaxPrivacyTraining(Mechanism):
             exact = minsep_sensitivity(factor(description.strategy).precision, k, b)
         return Facts(noise, claim, stddev, description, library_sensitivity(claim, b, k), schema, exact, consistent)
 
+    @property
+    def matrix_description(self) -> MatrixFactorizationTraining:
+        """The training as dp-mf's accountants see it: the noise as run, the participation, the noise multiplier
+        over the clip (dpaudit's values are read from it)."""
+        return self._facts.description
+
     def _checked(self, value: float) -> str:
         """How a sensitivity compares with dpaudit's for the same schema and with the release's exact value."""
         facts = self._facts
