@@ -47,7 +47,7 @@ from dpaudit.mechanisms import noise, tiles
 from dpaudit.mechanisms.accounting.descriptions import LossTerms, MatrixFactorizationTraining, Strategy
 from dpaudit.mechanisms.base import param
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.iterative import LossIteration, injected_rows
+from dpaudit.mechanisms.iterative import IterateRelease, LossIteration, injected_rows
 from dpaudit.mechanisms.losses import NONCONVEX_LOSSES, clip_rows
 from dpaudit.mechanisms.registry import register
 from dpaudit.mechanisms.user_loss import user_gradients
@@ -62,7 +62,7 @@ _MAX_STEPS = 4096  # the strategy's dense matrices (for the claims) are steps x 
 
 @register
 @dataclasses.dataclass(frozen=True)
-class DPMF(LossIteration):
+class DPMF(IterateRelease, LossIteration):
     """DP matrix-factorisation training (correlated noise); the last iterate or every one is released."""
 
     name = "dp-mf"
@@ -187,17 +187,6 @@ class DPMF(LossIteration):
     @property
     def zero_record_is_absent(self) -> bool:
         return False
-
-    def output_direction(self, direction: np.ndarray) -> np.ndarray:
-        return np.tile(direction, self.steps) if self.output == "iterates" else direction
-
-    @property
-    def released_steps(self) -> int:
-        return self.steps if self.output == "iterates" else 1
-
-    @property
-    def releases_iterates(self) -> bool:
-        return self.output == "iterates"
 
     @property
     def output_dim(self) -> int:

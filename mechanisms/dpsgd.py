@@ -42,7 +42,7 @@ from dpaudit.mechanisms.accounting.scheduled import is_scheduled, scheduled_laws
 from dpaudit.mechanisms.accounting.training_laws import dpsgd_laws
 from dpaudit.mechanisms.base import param
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.iterative import LossIteration, injected_rows
+from dpaudit.mechanisms.iterative import IterateRelease, LossIteration, injected_rows
 from dpaudit.mechanisms.losses import clip_rows
 from dpaudit.mechanisms.registry import register
 from dpaudit.mechanisms.user_loss import user_gradients
@@ -55,7 +55,7 @@ _SELECTION_SAMPLING_MAX = 16  # records with non-zero gradient up to which batch
 
 @register
 @dataclasses.dataclass(frozen=True)
-class DPSGD(LossIteration):
+class DPSGD(IterateRelease, LossIteration):
     """Noisy mini-batch SGD with subsampled or shuffled batches; the last iterate or every one is released."""
 
     name = "dp-sgd"
@@ -128,18 +128,6 @@ class DPSGD(LossIteration):
             records[:, 0] = -float(self.lipschitz)
             return Dataset(records)
         return super().default_dataset()
-
-    def output_direction(self, direction: np.ndarray) -> np.ndarray:
-        """A model-space direction in output space: every released iterate moves along it."""
-        return np.tile(direction, self.steps) if self.output == "iterates" else direction
-
-    @property
-    def released_steps(self) -> int:
-        return self.steps if self.output == "iterates" else 1
-
-    @property
-    def releases_iterates(self) -> bool:
-        return self.output == "iterates"
 
     def log_likelihood_ratio(self, outputs: np.ndarray, dataset_a: Dataset, dataset_b: Dataset) -> np.ndarray:
         """Exact ``log p_S'(out) / p_S(out)`` for score 'exact': of every iterate released

@@ -18,7 +18,7 @@ from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.domains import Domain, make_domain
 from dpaudit.mechanisms.losses import NONCONVEX_LOSSES, Loss, clip_rows, make_loss
 
-__all__ = ["ITERATIVE_CANARIES", "IterativeMechanism", "LossIteration", "injected_rows"]
+__all__ = ["ITERATIVE_CANARIES", "IterateRelease", "IterativeMechanism", "LossIteration", "injected_rows"]
 
 #: Canary kinds of the iterative mechanisms, the tightest first.
 ITERATIVE_CANARIES = ("gradient", "input", "boundary")
@@ -235,6 +235,23 @@ class LossIteration(IterativeMechanism):
     def canary_kinds(self) -> tuple[str, ...]:
         """Gradient canaries only for a user's loss (its extreme records are unknown)."""
         return ("gradient",) if self.user_loss is not None else ITERATIVE_CANARIES
+
+
+class IterateRelease:
+    """A training of ``steps`` steps that releases its last iterate (``output = "final"``) or every one
+    (``"iterates"``, one block of ``dim`` columns per step); subclasses declare ``output`` and ``steps``."""
+
+    def output_direction(self, direction: np.ndarray) -> np.ndarray:
+        """A model-space direction in output space: every released iterate moves along it."""
+        return np.tile(direction, self.steps) if self.output == "iterates" else direction
+
+    @property
+    def released_steps(self) -> int:
+        return self.steps if self.output == "iterates" else 1
+
+    @property
+    def releases_iterates(self) -> bool:
+        return self.output == "iterates"
 
 
 def injected_rows(data: Dataset, dim: int, dtype: torch.dtype) -> dict[int, torch.Tensor]:

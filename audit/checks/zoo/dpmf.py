@@ -76,6 +76,7 @@ from dpaudit.auditing.checks.zoo.dpmf_laws import (
     toeplitz_matrix,
     toeplitz_minsep_sensitivity_squared,
 )
+from dpaudit.auditing.checks.zoo.dpsgd import TrainingCaseResult
 from dpaudit.mechanisms.accounting.descriptions import Strategy
 from dpaudit.mechanisms.accounting.strategies import banded_sqrt_coefficients, dense_strategy, lower_matrix
 from dpaudit.mechanisms.dataset import Dataset
@@ -102,29 +103,8 @@ class DpMfCase:
     trials: int = 100_000
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class DpMfResult:
-    """One case's audit (the JSON keys of ``dpaudit zoo --suite dp-mf``)."""
-
-    name: str
-    buggy: bool
-    report: str
-    status: str  # caught, missed, within-claim, passed, false-alarm
-    claimed_epsilon: float
-    epsilon_lower_bound: float
-    true_epsilon: float | None
-    trials: int
-    trials_used: int
-    score: str | None
-    seconds: float
-    description: str
-
-    @property
-    def failed(self) -> bool:
-        return self.status in ("missed", "false-alarm")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+#: The dp-mf zoo's results: the training zoos share one result (``dpaudit zoo`` prints both alike).
+DpMfResult = TrainingCaseResult
 
 
 # -- the noise as C z ----------------------------------------------------------------------------------------

@@ -54,8 +54,8 @@ from dpaudit.mechanisms.accounting.tight import pld_claim
 from dpaudit.mechanisms.base import RELEASE_GRID, snap
 from dpaudit.mechanisms.wrapped import from_batched_callable
 
-__all__ = ["DELTA", "DPSGD_ZOO", "DpSgdCase", "DpSgdResult", "cyclic_poisson_inclusion", "mean_output",
-           "run_dpsgd_zoo", "scaled_gaussians_epsilon", "zero_linear"]
+__all__ = ["DELTA", "DPSGD_ZOO", "DpSgdCase", "DpSgdResult", "TrainingCaseResult", "cyclic_poisson_inclusion",
+           "mean_output", "run_dpsgd_zoo", "scaled_gaussians_epsilon", "zero_linear"]
 
 DELTA = 1e-5
 GRID = RELEASE_GRID["float64"]
@@ -78,13 +78,13 @@ class DpSgdCase:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class DpSgdResult:
-    """One case's audit (the JSON keys of ``dpaudit zoo --suite dp-sgd``)."""
+class TrainingCaseResult:
+    """One case's audit (the JSON keys of ``dpaudit zoo --suite dp-sgd`` and ``--suite dp-mf``)."""
 
     name: str
     buggy: bool
     report: str
-    status: str  # caught, missed, passed, false-alarm, skipped
+    status: str  # caught, missed, within-claim (dp-mf), passed, false-alarm, skipped
     claimed_epsilon: float
     epsilon_lower_bound: float
     true_epsilon: float | None
@@ -100,6 +100,10 @@ class DpSgdResult:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+#: The dp-sgd zoo's name for its results.
+DpSgdResult = TrainingCaseResult
 
 
 # -- exact values ---------------------------------------------------------------------------------------
