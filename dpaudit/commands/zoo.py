@@ -63,10 +63,10 @@ def _training_zoo(args: argparse.Namespace) -> list:
     """The results of a training bug zoo: dp-sgd (audit/checks/zoo/dpsgd.py, training code as it
     shipped) or dp-mf (audit/checks/zoo/dpmf.py, correlated noise with a wrong claim or wrong noise)."""
     # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
-    if args.suite == "dp-sgd":  # each suite's module loads when it runs
-        from dpaudit.auditing.checks.zoo.dpsgd import DPSGD_ZOO as cases, run_dpsgd_zoo as run
-    else:  # each suite's module loads when it runs
-        from dpaudit.auditing.checks.zoo.dpmf import DPMF_ZOO as cases, run_dpmf_zoo as run
+    if args.suite == "dp-sgd":
+        from dpaudit.auditing.checks.zoo.dpsgd import DPSGD_ZOO as cases, run_dpsgd_zoo as run  # when it runs
+    else:
+        from dpaudit.auditing.checks.zoo.dpmf import DPMF_ZOO as cases, run_dpmf_zoo as run  # when it runs
     names = [case.name for case in cases]
     unknown = [part for part in args.only or () if not any(part in name for name in names)]
     if unknown:
