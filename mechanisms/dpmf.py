@@ -157,6 +157,11 @@ class DPMF(IterateRelease, LossIteration):
         return _strategy(self.strategy, self.steps, self.epoch_steps, self.coefficients, self.bands)
 
     @property
+    def fingerprint_data(self) -> bytes:
+        """A strategy read from a file: its digest (a changed file changes the audit id)."""
+        return self.strategy_value.digest.encode()
+
+    @property
     def privacy_description(self) -> MatrixFactorizationTraining:
         loss = self.loss_function
         terms = LossTerms(loss.name, str(self.loss), float(self.lipschitz), loss.smoothness, loss.strong_convexity,

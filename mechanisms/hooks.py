@@ -170,6 +170,12 @@ class AuditHooks:
                              f"got {self.name!r}")
 
     @property
+    def fingerprint_data(self) -> bytes:
+        """Bytes the outputs depend on beyond the parameters (a file a parameter names), fingerprinted with the
+        audit, so that a changed file changes the audit id and no stored chunk is reused; empty by default."""
+        return b""
+
+    @property
     def seeded(self) -> bool:
         """False when the mechanism draws randomness that the seed dpaudit passes does not fix (a library seeded
         by the operating system, user code declared ``seeded=False``): a rerun with the same seed draws other

@@ -4,8 +4,9 @@ An audit's identity (and so which stored chunks it may reuse) includes a
 fingerprint of the code: dpaudit's own source for built-in mechanisms, plus
 the source of any module outside dpaudit that defines a mechanism class in
 use, plus, for ``from_callable``, the function's bytecode, constants,
-closure and module source. Changing any of these changes the audit id, so a
-changed mechanism never reuses a stored chunk.
+closure and module source, plus any data a parameter names (``fingerprint_data``:
+a dp-mf strategy read from a file). Changing any of these changes the audit id,
+so a changed mechanism never reuses a stored chunk.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def code_fingerprint(mechanism: Any) -> str:
     fn = mechanism.user_function
     if fn is not None:
         digest.update(_function_bytes(fn))
+    digest.update(mechanism.fingerprint_data)
     return digest.hexdigest()[:16]
 
 

@@ -146,3 +146,17 @@ def test_audits_of_every_release_certify_inside_their_ceiling_band(strategy, ban
     low, high = row.ceiling_band
     assert low <= result.epsilon_lower_bound <= high
     assert result.verdict == "consistent"
+
+
+def test_a_changed_strategy_file_changes_the_audit_s_fingerprint(tmp_path):
+    from dpaudit.auditing.jobs.fingerprint import code_fingerprint
+
+    path = tmp_path / "c.npy"
+    np.save(path, np.eye(4) + 0.5 * np.eye(4, k=-1))
+    first = code_fingerprint(dpaudit.make("dp-mf", n=4, steps=4, strategy=str(path)))
+    np.save(path, np.eye(4) + 0.25 * np.eye(4, k=-1))  # the same size
+    import os
+
+    os.utime(path, ns=(1, 1))  # a time stamp of its own: the file is read again
+    second = code_fingerprint(dpaudit.make("dp-mf", n=4, steps=4, strategy=str(path)))
+    assert first != second
