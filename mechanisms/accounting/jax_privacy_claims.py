@@ -37,10 +37,12 @@ from dpaudit.mechanisms.accounting.descriptions import MatrixFactorizationTraini
 from dpaudit.mechanisms.accounting.participation import bandwidth
 from dpaudit.mechanisms.accounting.strategies import lower_matrix
 
-__all__ = ["AccountantProfile", "JAX_PRIVACY_VERSIONS", "jax_privacy_claim", "library_sensitivity",
+__all__ = ["AccountantProfile", "JAX_PRIVACY_VERSIONS", "amplified_claim", "jax_privacy_claim", "library_sensitivity",
            "toeplitz_coefficients", "x64"]
 
 NAME = "jax-privacy"
+AMPLIFIED = ("jax_privacy 2.0's amplified BandMF accounting (accounting.DpsgdTrainingAccountant with cycle_length, "
+             "experimental.accounting.amplified_bandmf_event; Choquette-Choo et al. 2023, NeurIPS, Thm 4)")
 CITATION = ("jax_privacy 2.0: the strategy's sensitivity from its matrix_factorization functions, epsilon from "
             "accounting.SingleReleaseTrainingAccountant (PLD) at noise multiplier sigma / sensitivity")
 #: The jax_privacy releases whose functions are called as this module calls them.
@@ -186,3 +188,12 @@ def jax_privacy_claim(description: MatrixFactorizationTraining, exact_sensitivit
     profile = AccountantProfile(description.noise_multiplier / value, description.steps,
                                 description.batch_size * description.epoch_steps, description.batch_size)
     return Claim(NAME, citation, "zero-out", index=index, epsilon_fn=profile.epsilon, delta_fn=profile.delta)
+
+
+def amplified_claim(index: int | None = None) -> Claim:
+    """jax_privacy's amplified BandMF figure: not applicable to dp-mf, whose batches are fixed slots (its theorem
+    amplifies by cyclic Poisson sampling within each slot's group)."""
+    return not_applicable("jax-privacy-amplified", AMPLIFIED, "zero-out",
+                          "amplification needs cyclic Poisson sampling (each step's batch drawn from its group at a "
+                          "rate q < 1); this training's batches are fixed, so only the unamplified figures apply",
+                          index)

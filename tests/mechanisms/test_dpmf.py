@@ -160,3 +160,20 @@ def test_a_changed_strategy_file_changes_the_audit_s_fingerprint(tmp_path):
     os.utime(path, ns=(1, 1))  # a time stamp of its own: the file is read again
     second = code_fingerprint(dpaudit.make("dp-mf", n=4, steps=4, strategy=str(path)))
     assert first != second
+
+
+def test_a_loss_of_one_s_own_runs_and_its_gradients_are_clipped(tmp_path):
+    """A user's linear loss gives the law of the built-in linear loss (its gradients clipped to L)."""
+    path = tmp_path / "losses.py"
+    path.write_text("def doubled(w, record):\n    return 2.0 * record.expand_as(w).clone()\n")
+    own = dpaudit.make("dp-mf", n=8, steps=8, epochs=2, strategy="banded-sqrt", bands=2, noise_multiplier=1.0,
+                       output="iterates", loss=f"{path}:doubled")
+    built_in = dpaudit.make("dp-mf", n=8, steps=8, epochs=2, strategy="banded-sqrt", bands=2, noise_multiplier=1.0,
+                            output="iterates")
+    records = np.zeros((8, 1))
+    records[3, 0] = 1.0  # 2.0 after doubling: clipped to L = 1, the built-in loss's clipped record
+    a = own.sample(records, trials=20_000, seed=4)[:, -1]
+    b = built_in.sample(records, trials=20_000, seed=5)[:, -1]
+    std = math.sqrt(a.var() + b.var())
+    assert abs(a.mean() - b.mean()) <= 6 * std / math.sqrt(20_000)  # 6 standard errors of the difference
+    assert own.canary_kinds == ("gradient",)

@@ -98,10 +98,10 @@ def matrix_claims(description: MatrixFactorizationTraining, index: int | None) -
             claims.append(_gaussian("mf-last-iterate", LAST, relation, move * last_iterate_mu(description), index))
     claims.append(_tree_claim(description, index))
     # jax_privacy is optional and slow to import: its claim loads it (or says it is absent) on first use
-    from dpaudit.mechanisms.accounting.jax_privacy_claims import jax_privacy_claim
+    from dpaudit.mechanisms.accounting.jax_privacy_claims import amplified_claim, jax_privacy_claim
 
     exact = math.sqrt(release_mu(description)[1].squared) if cyclic else math.nan
-    claims.append(jax_privacy_claim(description, exact, index))
+    claims += [jax_privacy_claim(description, exact, index), amplified_claim(index)]
     return [claim for claim in claims if claim is not None]
 
 
