@@ -33,9 +33,7 @@ Choquette-Choo et al., "(Amplified) Banded Matrix Factorization", NeurIPS 2023.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -50,12 +48,11 @@ from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.iterative import IterateRelease, LossIteration, injected_rows
 from dpaudit.mechanisms.losses import NONCONVEX_LOSSES, clip_rows
 from dpaudit.mechanisms.registry import register
+from dpaudit.mechanisms.strategy_sources import OPTIMISED, STRATEGIES, resolve_strategy
 from dpaudit.mechanisms.user_loss import user_gradients
 
 __all__ = ["DPMF", "SELECTIONS", "STRATEGIES"]
 
-#: Strategies by name (a path to a ``.npy`` file gives a dense lower-triangular ``C``).
-STRATEGIES = ("identity", "tree", "toeplitz", "banded-sqrt")
 SELECTIONS = ("cyclic", "shuffled")
 _MAX_STEPS = 4096  # the strategy's dense matrices (for the claims) are steps x steps
 
@@ -73,9 +70,10 @@ class DPMF(IterateRelease, LossIteration):
     steps: int = param(16, "number of steps (rows of the strategy C)")
     epochs: int = param(1, "participations k of every record (steps must be a multiple)")
     strategy: str = param("identity", "'identity' (DP-SGD), 'tree' (DP-FTRL, restarted each epoch), 'toeplitz' "
-                                      "(give coefficients), 'banded-sqrt' (give bands) or FILE.npy (a dense C)")
+                                      "(give coefficients), 'banded-sqrt' (give bands), FILE.npy (a dense C), or, "
+                                      "with jax_privacy installed, 'bandmf' (give bands) or 'blt'")
     coefficients: tuple | None = param(None, "Toeplitz coefficients c_0, c_1, ... of C (strategy='toeplitz')")
-    bands: int | None = param(None, "bands b of strategy='banded-sqrt'")
+    bands: int | None = param(None, "bands b of strategy='banded-sqrt' or 'bandmf'")
     noise_multiplier: float = param(1.0, "sigma: std of the noise on the clipped sum, over the clip L")
     eta: float = param(0.1, "step size")
     selection: str = param("cyclic", "'cyclic' (the same batch slot every epoch) or 'shuffled' (a fresh order "
@@ -130,14 +128,14 @@ class DPMF(IterateRelease, LossIteration):
             object.__setattr__(self, "coefficients", numbers)
         elif self.coefficients is not None:
             raise ParameterError(f"coefficients apply to strategy='toeplitz', got strategy={kind!r}")
-        if kind == "banded-sqrt":
+        if kind in ("banded-sqrt", "bandmf"):
             if self.bands is None:
-                raise ParameterError("strategy='banded-sqrt' needs bands (1 .. steps), got bands=None")
+                raise ParameterError(f"strategy={kind!r} needs bands (1 .. steps), got bands=None")
             check_int("bands", self.bands, minimum=1)
             if self.bands > self.steps:
                 raise ParameterError(f"bands must be at most steps={self.steps}, got bands={self.bands}")
         elif self.bands is not None:
-            raise ParameterError(f"bands apply to strategy='banded-sqrt', got strategy={kind!r}")
+            raise ParameterError(f"bands apply to strategy='banded-sqrt' or 'bandmf', got strategy={kind!r}")
         self.strategy_value  # a dense C from a file is read and checked here
 
     # -- the schedule ------------------------------------------------------------
@@ -154,7 +152,13 @@ class DPMF(IterateRelease, LossIteration):
     @property
     def strategy_value(self) -> Strategy:
         """The strategy as the accountants see it."""
-        return _strategy(self.strategy, self.steps, self.epoch_steps, self.coefficients, self.bands)
+        cached = self.__dict__.get("_strategy_value")  # an optimised strategy is computed once, kept when pickled
+        if cached is None:
+            cached = resolve_strategy(self.strategy, self.steps, self.epoch_steps, self.epochs, self.coefficients,
+                                      self.bands)
+            if self.strategy in OPTIMISED:
+                object.__setattr__(self, "_strategy_value", cached)
+        return cached
 
     @property
     def fingerprint_data(self) -> bytes:
@@ -364,55 +368,3 @@ class DPMF(IterateRelease, LossIteration):
         from dpaudit.mechanisms.accounting.instances import exact_laws, likelihood_ratio_law
 
         return likelihood_ratio_law(exact_laws(self, dataset_a, dataset_b))
-
-
-def _strategy(kind: str, steps: int, epoch_steps: int, coefficients: tuple | None, bands: int | None) -> Strategy:
-    if kind.endswith(".npy"):  # read again when the file changes (its time stamp and size)
-        try:
-            status = Path(kind).stat()
-            stamp = (status.st_mtime_ns, status.st_size)
-        except OSError:
-            stamp = (0, 0)
-        return _file_strategy(kind, steps, stamp)
-    return _named_strategy(kind, steps, epoch_steps, coefficients, bands)
-
-
-@functools.lru_cache(maxsize=64)
-def _named_strategy(kind: str, steps: int, epoch_steps: int, coefficients: tuple | None,
-                    bands: int | None) -> Strategy:
-    # the strategies' module loads SciPy's linear algebra: on the first strategy, not with the mechanism
-    from dpaudit.mechanisms.accounting.strategies import banded_sqrt_coefficients
-
-    if kind == "identity":
-        return Strategy("identity", steps)
-    if kind == "tree":
-        return Strategy("tree", steps, epoch_steps=epoch_steps)
-    if kind == "toeplitz":
-        return Strategy("toeplitz", steps, coefficients=tuple(coefficients))
-    return Strategy("banded-sqrt", steps, coefficients=banded_sqrt_coefficients(int(bands)))
-
-
-@functools.lru_cache(maxsize=16)
-def _file_strategy(path: str, steps: int, stamp: tuple[int, int]) -> Strategy:
-    """A dense lower-triangular ``C`` read from a ``.npy`` file and checked."""
-    # the strategies' module loads SciPy's linear algebra: on the first strategy, not with the mechanism
-    from dpaudit.mechanisms.accounting.strategies import dense_strategy
-
-    try:
-        matrix = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ParameterError(f"strategy must be a readable .npy file of a {steps} x {steps} matrix, got "
-                             f"strategy={path!r} ({exc})") from None
-    return dense_strategy(check_lower_matrix(matrix, steps, f"strategy={path!r}"), label=Path(path).name)
-
-
-def check_lower_matrix(matrix, steps: int, given: str) -> np.ndarray:
-    """``matrix`` as a float64 ``(steps, steps)`` lower-triangular array with a non-zero diagonal, or an error."""
-    values = np.asarray(matrix, dtype=np.float64)
-    if values.shape != (steps, steps):
-        raise ParameterError(f"the strategy C must be steps x steps = {steps} x {steps}, got shape {values.shape} "
-                             f"({given})")
-    if not np.all(np.isfinite(values)) or np.any(np.triu(values, 1) != 0) or np.any(np.diag(values) == 0):
-        raise ParameterError(f"the strategy C must be finite and lower-triangular with a non-zero diagonal "
-                             f"(the noise is C^-1 z), got another matrix ({given})")
-    return values

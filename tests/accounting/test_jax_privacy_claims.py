@@ -30,3 +30,14 @@ def test_the_tree_has_no_jax_privacy_claim():
     mech = dpaudit.make("dp-mf", n=16, steps=16, strategy="tree")
     claim = next(c for c in mech.claims() if c.name == "jax-privacy")
     assert not claim.applicable and "no tree aggregation" in claim.reason
+
+
+def test_jax_privacy_s_optimised_strategies_by_name():
+    from dpaudit.auditing.checks.zoo.dpmf import BANDMF_16
+
+    bandmf = dpaudit.make("dp-mf", n=16, steps=16, epochs=4, strategy="bandmf", bands=4, noise_multiplier=2.0)
+    assert bandmf.strategy_value.coefficients == pytest.approx(BANDMF_16, abs=1e-7)  # the zoo's golden values
+    blt = dpaudit.make("dp-mf", n=8, steps=8, epochs=2, strategy="blt", noise_multiplier=2.0, output="iterates")
+    claims = {c.name: c for c in blt.claims() if str(c.relation) == "zero-out"}
+    assert claims["mf-releases"].epsilon(DELTA) <= claims["jax-privacy"].epsilon(DELTA) * (1 + 1e-4)
+    assert blt.strategy_value.kind == "dense" and "buffered_toeplitz" in blt.strategy_value.label

@@ -205,3 +205,12 @@ def test_without_jax_privacy_its_claim_says_how_to_install_it(monkeypatch):
 
     claim = next(c for c in matrix_claims(mech.privacy_description, None) if c.name == "jax-privacy")
     assert not claim.applicable and 'pip install -e ".[jax]"' in claim.reason
+
+
+def test_an_optimised_strategy_without_jax_privacy_says_how_to_install_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "jax_privacy", None)
+    monkeypatch.setitem(sys.modules, "jax_privacy.matrix_factorization", None)
+    with pytest.raises(ParameterError, match=r'strategy=.bandmf. is computed by jax_privacy.*pip install -e ".\[jax\]"'):
+        dpaudit.make("dp-mf", n=8, steps=8, strategy="bandmf", bands=2, noise_multiplier=1.0)
