@@ -27,6 +27,7 @@ cites it).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -180,14 +181,22 @@ def jax_privacy_claim(description: MatrixFactorizationTraining, exact_sensitivit
     library, reason = _library()
     if library is None:
         return not_applicable(NAME, CITATION, "zero-out", reason, index)
+    citation, profile = _figures(description, exact_sensitivity, library[1])
+    return Claim(NAME, citation, "zero-out", index=index, epsilon_fn=profile.epsilon, delta_fn=profile.delta)
+
+
+@functools.lru_cache(maxsize=64)
+def _figures(description: MatrixFactorizationTraining, exact_sensitivity: float,
+             version: str) -> tuple[str, AccountantProfile]:
+    """The library's sensitivity (in the citation) and its accountant, once per description (the same at
+    every canary position)."""
     value, function = library_sensitivity(lower_matrix(description.strategy), description.epoch_steps,
                                           description.epochs)
     agree = "agrees with" if math.isclose(value, exact_sensitivity, rel_tol=1e-6) else "differs from"
     citation = (f"{CITATION}; {function}: sensitivity {value:.6g}, which {agree} dpaudit's exact "
-                f"{exact_sensitivity:.6g}; library {library[1]}")
-    profile = AccountantProfile(description.noise_multiplier / value, description.steps,
-                                description.batch_size * description.epoch_steps, description.batch_size)
-    return Claim(NAME, citation, "zero-out", index=index, epsilon_fn=profile.epsilon, delta_fn=profile.delta)
+                f"{exact_sensitivity:.6g}; library {version}")
+    return citation, AccountantProfile(description.noise_multiplier / value, description.steps,
+                                       description.batch_size * description.epoch_steps, description.batch_size)
 
 
 def amplified_claim(index: int | None = None) -> Claim:
