@@ -65,7 +65,6 @@ import numpy as np
 import torch
 
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.auditing.checks.regression import PrivacyViolation, assert_private
 from dpaudit.auditing.checks.zoo.dpmf_laws import (
     DELTA,
     cyclic_sensitivity_squared,
@@ -76,7 +75,7 @@ from dpaudit.auditing.checks.zoo.dpmf_laws import (
     toeplitz_matrix,
     toeplitz_minsep_sensitivity_squared,
 )
-from dpaudit.auditing.checks.zoo.dpsgd import TrainingCaseResult
+from dpaudit.auditing.checks.zoo.dpsgd import TrainingCaseResult, audit_case, case_result
 from dpaudit.mechanisms.accounting.descriptions import Strategy
 from dpaudit.mechanisms.accounting.strategies import banded_sqrt_coefficients, dense_strategy, lower_matrix
 from dpaudit.mechanisms.dataset import Dataset
@@ -313,21 +312,11 @@ def run_dpmf_zoo(*, trials: int | None = None, seed: int = 0, only: list[str] | 
             continue
         start = time.perf_counter()
         budget = trials or case.trials
-        mechanism, pair = case.build()
-        claim = float(case.claim(mechanism))
-        try:
-            summary = assert_private(mechanism, epsilon=claim, delta=DELTA, dataset_pair=pair, trials=budget,
-                                     seed=seed, confidence=confidence)
-            flagged, result = False, summary["result"]
-        except PrivacyViolation as violation:
-            flagged, result = True, violation.result
+        claim, flagged, result = audit_case(case, budget=budget, seed=seed, confidence=confidence)
         exceeds = case.true_epsilon is None or case.true_epsilon > claim
         if case.buggy and exceeds:
             status = "caught" if flagged else "missed"
         else:
             status = "false-alarm" if flagged else ("within-claim" if case.buggy else "passed")
-        results.append(DpMfResult(case.name, case.buggy, case.report, status, claim, result.epsilon_lower_bound,
-                                  case.true_epsilon, budget, int((result.sequential or {}).get("trials_used", budget)),
-                                  result.attack.get("score") if isinstance(result.attack.get("score"), str) else None,
-                                  time.perf_counter() - start, case.description))
+        results.append(case_result(case, status, claim, result, budget, start))
     return results

@@ -54,8 +54,8 @@ from dpaudit.mechanisms.accounting.tight import pld_claim
 from dpaudit.mechanisms.base import RELEASE_GRID, snap
 from dpaudit.mechanisms.wrapped import from_batched_callable
 
-__all__ = ["DELTA", "DPSGD_ZOO", "DpSgdCase", "DpSgdResult", "TrainingCaseResult", "cyclic_poisson_inclusion",
-           "mean_output", "run_dpsgd_zoo", "scaled_gaussians_epsilon", "zero_linear"]
+__all__ = ["DELTA", "DPSGD_ZOO", "DpSgdCase", "DpSgdResult", "TrainingCaseResult", "audit_case", "case_result",
+           "cyclic_poisson_inclusion", "mean_output", "run_dpsgd_zoo", "scaled_gaussians_epsilon", "zero_linear"]
 
 DELTA = 1e-5
 GRID = RELEASE_GRID["float64"]
@@ -321,17 +321,29 @@ def run_dpsgd_zoo(*, trials: int | None = None, seed: int = 0, only: list[str] |
             results.append(DpSgdResult(case.name, case.buggy, case.report, "skipped", math.nan, math.nan,
                                        case.true_epsilon, budget, 0, None, 0.0, case.description))
             continue
-        mechanism, pair = case.build()
-        claim = float(case.claim(mechanism))
-        try:
-            summary = assert_private(mechanism, epsilon=claim, delta=DELTA, dataset_pair=pair, trials=budget,
-                                     seed=seed, confidence=confidence)
-            flagged, result = False, summary["result"]
-        except PrivacyViolation as violation:
-            flagged, result = True, violation.result
+        claim, flagged, result = audit_case(case, budget=budget, seed=seed, confidence=confidence)
         status = ("caught" if flagged else "missed") if case.buggy else ("false-alarm" if flagged else "passed")
-        results.append(DpSgdResult(case.name, case.buggy, case.report, status, claim, result.epsilon_lower_bound,
-                                   case.true_epsilon, budget, int((result.sequential or {}).get("trials_used", budget)),
-                                   result.attack.get("score") if isinstance(result.attack.get("score"), str) else None,
-                                   time.perf_counter() - start, case.description))
+        results.append(case_result(case, status, claim, result, budget, start))
     return results
+
+
+def audit_case(case: Any, *, budget: int, seed: int, confidence: float) -> tuple[float, bool, Any]:
+    """``assert_private`` of a training zoo's case at its claim: ``(claim, flagged, result)``."""
+    mechanism, pair = case.build()
+    claim = float(case.claim(mechanism))
+    try:
+        summary = assert_private(mechanism, epsilon=claim, delta=DELTA, dataset_pair=pair, trials=budget,
+                                 seed=seed, confidence=confidence)
+        return claim, False, summary["result"]
+    except PrivacyViolation as violation:
+        return claim, True, violation.result
+
+
+def case_result(case: Any, status: str, claim: float, result: Any, budget: int,
+                start: float) -> TrainingCaseResult:
+    """One row of a training zoo: the case, its status, and what its audit certified with which score."""
+    score = result.attack.get("score")
+    return TrainingCaseResult(case.name, case.buggy, case.report, status, claim, result.epsilon_lower_bound,
+                              case.true_epsilon, budget, int((result.sequential or {}).get("trials_used", budget)),
+                              score if isinstance(score, str) else None, time.perf_counter() - start,
+                              case.description)
