@@ -48,7 +48,7 @@ from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.iterative import IterateRelease, LossIteration, injected_rows
 from dpaudit.mechanisms.losses import NONCONVEX_LOSSES, clip_rows
 from dpaudit.mechanisms.registry import register
-from dpaudit.mechanisms.strategy_sources import OPTIMISED, STRATEGIES, resolve_strategy
+from dpaudit.mechanisms.strategy_sources import STRATEGIES, resolve_strategy
 from dpaudit.mechanisms.user_loss import user_gradients
 
 __all__ = ["DPMF", "SELECTIONS", "STRATEGIES"]
@@ -152,12 +152,12 @@ class DPMF(IterateRelease, LossIteration):
     @property
     def strategy_value(self) -> Strategy:
         """The strategy as the accountants see it."""
-        cached = self.__dict__.get("_strategy_value")  # an optimised strategy is computed once, kept when pickled
+        cached = self.__dict__.get("_strategy_value")
         if cached is None:
             cached = resolve_strategy(self.strategy, self.steps, self.epoch_steps, self.epochs, self.coefficients,
                                       self.bands)
-            if self.strategy in OPTIMISED:
-                object.__setattr__(self, "_strategy_value", cached)
+            # kept, and pickled to workers: an optimisation runs once, a file is read once per audit
+            object.__setattr__(self, "_strategy_value", cached)
         return cached
 
     @property

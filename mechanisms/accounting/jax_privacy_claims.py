@@ -171,8 +171,9 @@ class AccountantProfile:
 
 
 def jax_privacy_claim(description: MatrixFactorizationTraining, exact_sensitivity: float,
-                      index: int | None = None) -> Claim:
-    """jax_privacy's epsilon for a dp-mf training (zero-out), or why it is not given."""
+                      index: int | None = None, *, attained: bool = True) -> Claim:
+    """jax_privacy's epsilon for a dp-mf training (zero-out), or why it is not given; ``exact_sensitivity`` is
+    dpaudit's value for the worst cyclic pattern (``attained``: exact, else an upper bound)."""
     if description.strategy.kind == "tree":
         return not_applicable(NAME, CITATION, "zero-out", "jax_privacy 2.0 has no tree aggregation", index)
     if description.selection != "cyclic":
@@ -181,19 +182,20 @@ def jax_privacy_claim(description: MatrixFactorizationTraining, exact_sensitivit
     library, reason = _library()
     if library is None:
         return not_applicable(NAME, CITATION, "zero-out", reason, index)
-    citation, profile = _figures(description, exact_sensitivity, library[1])
+    citation, profile = _figures(description, exact_sensitivity, attained, library[1])
     return Claim(NAME, citation, "zero-out", index=index, epsilon_fn=profile.epsilon, delta_fn=profile.delta)
 
 
 @functools.lru_cache(maxsize=64)
-def _figures(description: MatrixFactorizationTraining, exact_sensitivity: float,
+def _figures(description: MatrixFactorizationTraining, exact_sensitivity: float, attained: bool,
              version: str) -> tuple[str, AccountantProfile]:
     """The library's sensitivity (in the citation) and its accountant, once per description (the same at
     every canary position)."""
     value, function = library_sensitivity(lower_matrix(description.strategy), description.epoch_steps,
                                           description.epochs)
     agree = "agrees with" if math.isclose(value, exact_sensitivity, rel_tol=1e-6) else "differs from"
-    citation = (f"{CITATION}; {function}: sensitivity {value:.6g}, which {agree} dpaudit's exact "
+    kind = "exact" if attained else "upper bound"
+    citation = (f"{CITATION}; {function}: sensitivity {value:.6g}, which {agree} dpaudit's {kind} "
                 f"{exact_sensitivity:.6g}; library {version}")
     return citation, AccountantProfile(description.noise_multiplier / value, description.steps,
                                        description.batch_size * description.epoch_steps, description.batch_size)

@@ -84,7 +84,8 @@ def read_facts(training) -> Facts:
     description = MatrixFactorizationTraining(
         dense_strategy(noise, label="the noising matrix" if training.noising_matrix is not None else "the strategy"),
         k, max(training.n_records * k // steps, 1), stddev / float(training.clip_norm),
-        "cyclic" if training.order == "cyclic" else "shuffled", "final", training.output_dim, terms,
+        # the gradients' dimension is not the release's: never one, so signs are not enumerated (docs/theory.md 12.2)
+        "cyclic" if training.order == "cyclic" else "shuffled", "final", max(training.output_dim, 2), terms,
         ConvexSet("whole", math.inf))
     schema = minsep_sensitivity(claim.T @ claim, k, b)
     if training.order == "cyclic":

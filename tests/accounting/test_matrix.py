@@ -179,20 +179,22 @@ def test_a_dense_strategy_from_a_file(tmp_path):
         dpaudit.make("dp-mf", n=8, steps=8, epochs=2, strategy=str(upper))
 
 
-@pytest.mark.parametrize("strategy,steps,bands,expected", [
-    ("banded-sqrt", 64, 4, 14.1279), ("banded-sqrt", 1000, 16, 51.1119), ("tree", 64, 0, 1.0),
-    ("identity", 64, 0, 64.0)])
-def test_the_summed_noise_of_correlated_strategies_is_small(strategy, steps, bands, expected):
-    """docs/theory.md 12.3 quotes these variances of the last iterate's noise, 1^T K 1 (unit sigma L)."""
+@pytest.mark.parametrize("strategy,steps,epochs,bands,expected", [
+    ("banded-sqrt", 64, 1, 4, 14.1279), ("banded-sqrt", 1000, 1, 16, 51.1119), ("tree", 64, 1, 0, 1.0),
+    ("tree", 64, 4, 0, 4.0), ("tree", 48, 1, 0, 2.0), ("identity", 64, 1, 0, 64.0)])
+def test_the_summed_noise_of_correlated_strategies_is_small(strategy, steps, epochs, bands, expected):
+    """docs/theory.md 12.3 quotes these variances of the last iterate's noise, 1^T K 1 (unit sigma L): for the tree,
+    k times the set bits of p."""
     if strategy == "tree":
-        covariance = (lambda m: m @ m.T)(_tree_noise(steps, steps))
+        covariance = (lambda m: m @ m.T)(_tree_noise(steps, steps // epochs))
     else:
         inverse = np.linalg.inv(_square(strategy, steps, bands))
         covariance = inverse @ inverse.T
     assert covariance.sum() == pytest.approx(expected, abs=1e-4)
     from dpaudit.mechanisms.accounting.strategies import factor
 
-    mech = dpaudit.make("dp-mf", n=steps, steps=steps, strategy=strategy, **({"bands": bands} if bands else {}))
+    mech = dpaudit.make("dp-mf", n=steps, steps=steps, epochs=epochs, strategy=strategy,
+                        **({"bands": bands} if bands else {}))
     assert factor(mech.strategy_value).last_variance == pytest.approx(covariance.sum(), rel=1e-9)
 
 

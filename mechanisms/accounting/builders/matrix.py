@@ -100,8 +100,10 @@ def matrix_claims(description: MatrixFactorizationTraining, index: int | None) -
     # jax_privacy is optional and slow to import: its claim loads it (or says it is absent) on first use
     from dpaudit.mechanisms.accounting.jax_privacy_claims import amplified_claim, jax_privacy_claim
 
-    exact = math.sqrt(release_mu(description)[1].squared) if cyclic else math.nan
-    claims += [jax_privacy_claim(description, exact, index), amplified_claim(index)]
+    worst = release_mu(description)[1] if cyclic else None
+    exact = math.sqrt(worst.squared) if worst is not None else math.nan
+    claims += [jax_privacy_claim(description, exact, index, attained=worst is not None and worst.exact),
+               amplified_claim(index)]
     return [claim for claim in claims if claim is not None]
 
 
