@@ -239,15 +239,21 @@ class LossIteration(IterativeMechanism):
 
 class IterateRelease:
     """A training of ``steps`` steps that releases its last iterate (``output = "final"``) or every one
-    (``"iterates"``, one block of ``dim`` columns per step); subclasses declare ``output`` and ``steps``."""
+    (``"iterates"``, one block of ``dim`` columns per step); subclasses declare ``output`` and ``steps`` (or
+    :attr:`iterate_count`)."""
+
+    @property
+    def iterate_count(self) -> int:
+        """The iterates an ``"iterates"`` output lists: one per step."""
+        return self.steps
 
     def output_direction(self, direction: np.ndarray) -> np.ndarray:
         """A model-space direction in output space: every released iterate moves along it."""
-        return np.tile(direction, self.steps) if self.output == "iterates" else direction
+        return np.tile(direction, self.iterate_count) if self.output == "iterates" else direction
 
     @property
     def released_steps(self) -> int:
-        return self.steps if self.output == "iterates" else 1
+        return self.iterate_count if self.output == "iterates" else 1
 
     @property
     def releases_iterates(self) -> bool:

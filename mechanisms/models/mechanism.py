@@ -25,7 +25,7 @@ from dpaudit.mechanisms.accounting.descriptions import (
 )
 from dpaudit.mechanisms.base import Mechanism, param
 from dpaudit.mechanisms.dataset import Dataset
-from dpaudit.mechanisms.iterative import clip_to_norm
+from dpaudit.mechanisms.iterative import IterateRelease, clip_to_norm
 from dpaudit.mechanisms.models.data import load_records
 from dpaudit.mechanisms.models.networks import MODELS, Stacked, build_model, per_example_gradients
 from dpaudit.mechanisms.models.training import BLOCK_ELEMENTS, Schedule, train, train_pnsgd
@@ -46,7 +46,7 @@ CHECK_RECORDS = 4
 
 @register
 @dataclasses.dataclass(frozen=True)
-class ModelTraining(Mechanism):
+class ModelTraining(IterateRelease, Mechanism):
     """A model (logistic or softmax regression, a small MLP) trained privately, many trials at once."""
 
     name = "model"
@@ -220,17 +220,10 @@ class ModelTraining(Mechanism):
     def canary_dim(self) -> int:
         return self.parameter_count
 
-    def output_direction(self, direction: np.ndarray) -> np.ndarray:
-        """A parameter-space direction in output space: every released iterate moves along it."""
-        return np.tile(direction, self.training_steps) if self.output == "iterates" else direction
-
     @property
-    def released_steps(self) -> int:
-        return self.training_steps if self.output == "iterates" else 1
-
-    @property
-    def releases_iterates(self) -> bool:
-        return self.output == "iterates"
+    def iterate_count(self) -> int:
+        """An ``"iterates"`` output lists the parameters after every training step."""
+        return self.training_steps
 
     def clipped_record_gradients(self, data: Dataset) -> np.ndarray:
         """Each record's per-example gradient at the initial parameters, clipped to norm ``clip``."""
