@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Mechanism",
+    "check_mechanism",
     "param",
     "make_rng",
     "RELEASE_GRID",
@@ -88,6 +89,52 @@ def make_rng(seed: SeedLike) -> np.random.Generator:
         raise ParameterError(
             f"seed must be a non-negative int or numpy.random.SeedSequence, got seed={seed!r}")
     return np.random.default_rng(sequence)
+
+
+def check_mechanism(value: Any, name: str = "mechanism") -> "Mechanism":
+    """``value`` if it is a :class:`Mechanism`; else a one-line ParameterError naming ``name`` and how to make one.
+
+    A plain function, a class, a registered name or anything else is refused before any work is planned, with
+    the call that would make it a mechanism (``dpaudit.from_callable`` for a function, ``dpaudit.make`` for a
+    name, an instance for a class).
+
+    Parameters
+    ----------
+    value : object
+        What the caller passed as the mechanism.
+    name : str
+        The parameter's name, as messages show it.
+
+    Returns
+    -------
+    Mechanism
+        ``value`` itself.
+
+    Raises
+    ------
+    ParameterError
+        When ``value`` is not a :class:`Mechanism` instance.
+    """
+    if isinstance(value, Mechanism):
+        return value
+    wrap = ("wrap a function with dpaudit.from_callable(fn, output_dim=...) (one trial a call) or "
+            "dpaudit.from_batched_callable(fn, output_dim=...)")
+    if isinstance(value, type):
+        shown = value.__qualname__
+        remedy = (f"pass an instance, {shown}(...)" if issubclass(value, Mechanism) else
+                  f"build one with dpaudit.make(NAME, ...) or {wrap}")
+        raise ParameterError(f"{name} must be a dpaudit Mechanism, got the class {shown}: {remedy}")
+    if callable(value):
+        shown = getattr(value, "__qualname__", None) or type(value).__qualname__
+        raise ParameterError(f"{name} must be a dpaudit Mechanism, got the function {shown!r}: {wrap}")
+    if isinstance(value, str):
+        raise ParameterError(f"{name} must be a dpaudit Mechanism, got the string {value!r}: build one with "
+                             f"dpaudit.make({value!r}, ...)")
+    shown = " ".join(repr(value).split())  # one line, whatever the object prints
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise ParameterError(f"{name} must be a dpaudit Mechanism (dpaudit.make(NAME, ...), an instance of a "
+                         f"Mechanism subclass, or a function wrapped with dpaudit.from_callable), got "
+                         f"{name}={shown} ({type(value).__name__})")
 
 
 class Mechanism(AuditHooks, abc.ABC):

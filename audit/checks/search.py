@@ -61,7 +61,7 @@ from dpaudit.auditing.jobs.runner import RunOptions, run_audits
 from dpaudit.auditing.jobs.store import MEMORY
 from dpaudit.core.errors import ParameterError
 from dpaudit.core.validation import check_int, check_real
-from dpaudit.mechanisms.base import Mechanism
+from dpaudit.mechanisms.base import Mechanism, check_mechanism
 from dpaudit.mechanisms.dataset import Dataset
 
 __all__ = ["Candidate", "SearchResult", "candidate_pairs", "screen_rounds", "search", "special_values"]
@@ -351,6 +351,7 @@ def search(mechanism: Mechanism, *, record_domain: tuple[float, float] | None = 
     -------
     SearchResult
     """
+    check_mechanism(mechanism)  # a plain function is refused with how to wrap it, before any screening
     if queries is not None:
         return _search_vectors(mechanism, queries=queries, center=center, sensitivity=sensitivity,
                                relation=relation, epsilon=epsilon, score=score, trials=trials,

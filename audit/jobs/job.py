@@ -28,7 +28,7 @@ from dpaudit.auditing.statistics.portfolio import PORTFOLIO_CALIBRATION
 from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS, AuditSettings, check_setting
 from dpaudit.core.errors import ParameterError
 from dpaudit.core.kinds import Relation
-from dpaudit.mechanisms.base import Mechanism
+from dpaudit.mechanisms.base import Mechanism, check_mechanism
 from dpaudit.mechanisms.dataset import as_dataset
 
 __all__ = ["AuditJob", "dataset_pair_relation", "make_job", "pair_digest"]
@@ -245,6 +245,8 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
              if value is not None]
     if len(given) > 1:
         raise ParameterError(f"give at most one of pair, dataset_pair and canary, got {', '.join(given)}")
+    if mechanism is not None:  # a plain function, a class or a name: refused before anything reads it
+        check_mechanism(mechanism)
     unknown = sorted(set(settings) - set(AUDIT_DEFAULTS))
     if unknown:
         raise ParameterError(f"unknown audit setting {unknown[0]!r} (valid: {', '.join(AUDIT_DEFAULTS)})")

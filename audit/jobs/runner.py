@@ -130,7 +130,49 @@ def _run_unit(number: int, pair: CanaryPair, key: ChunkKey, trials: int, root: i
     dataset = pair.dataset_a if key[1] == "a" else pair.dataset_b
     outputs = pair.mechanism.sample(dataset, trials=trials, seed=unit_seed(root, *key))
     values = outputs if scorer is None else scorer(outputs)
+    _check_chunk(pair, key, trials, root, outputs, None if scorer is None else values)
     return number, key, values, time.perf_counter() - start
+
+
+def _check_chunk(pair: CanaryPair, key: ChunkKey, trials: int, root: int, outputs: np.ndarray,
+                 scores: np.ndarray | None) -> None:
+    """Refuse a chunk whose outputs hold NaN, or whose scores are not finite, naming the mechanism, the trial's
+    position in the chunk and the chunk's seed (what certification would refuse after every trial was drawn).
+
+    Infinite outputs pass where the score maps them to finite values (``float-bits`` reads their bits);
+    a NaN is no release of any mechanism.
+
+    Raises
+    ------
+    ParameterError
+        At the first chunk that holds one.
+    """
+    rows = np.asarray(outputs).reshape(trials, -1)
+    # the maximum is NaN exactly when a value is: one pass, no array of flags the size of a model's outputs
+    nan = rows.dtype.kind == "f" and bool(np.isnan(rows.max()))
+    bad = None if scores is None else ~np.isfinite(np.asarray(scores, dtype=np.float64).reshape(trials, -1)).all(1)
+    if not nan and (bad is None or not bad.any()):
+        return
+    mechanism = pair.mechanism
+    index, side, part, chunk = key
+    if nan:
+        row = int(np.flatnonzero(np.isnan(rows).any(axis=1))[0])
+        what = "released NaN"
+    else:
+        row = int(np.flatnonzero(bad)[0])
+        released = "inf" if np.isinf(rows[row]).any() else "finite outputs"
+        what = f"released {released} that score {np.asarray(scores).reshape(trials, -1)[row][0]} (certification " \
+               f"needs finite scores)"
+    kind = {"cal": "calibration", "cert": "certification"}.get(part, part)
+    where = f"trial {row + 1} of {trials} of the {kind} chunk {chunk} of dataset {side}"
+    if mechanism.seeded:
+        spawn = (index, _SIDES[side], _PARTS[part], chunk)
+        again = (f"draw it again with mechanism.sample(dataset_{side}, trials={trials}, "
+                 f"seed=numpy.random.SeedSequence({root}, spawn_key={spawn}))[{row}]")
+    else:
+        again = "its randomness is not seeded: a rerun draws other trials"
+    raise ParameterError(f"mechanism {mechanism.label!r} {what} in {where} ({again}); refused before any "
+                         f"certification")
 
 
 def _fitted(plan: _Plan) -> bool:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -37,10 +38,13 @@ from dpaudit.mechanisms.accounting.descriptions import LibraryGuarantees
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
 
-__all__ = ["BLOCK", "LibraryMechanism", "library_version", "sum_query"]
+__all__ = ["BLOCK", "LibraryMechanism", "check_version", "library_version", "sum_query"]
 
 #: Trials per seeded block for libraries called once per trial.
 BLOCK = 2_000
+
+#: Distribution names (what pip installs) of the libraries whose import name differs.
+_DISTRIBUTIONS = {"pydp": "python-dp", "jax_privacy": "jax-privacy"}
 
 
 def library_version(module: str) -> str:
@@ -48,11 +52,79 @@ def library_version(module: str) -> str:
     # an optional library is imported by name when its adapter asks for it
     from importlib import metadata
 
-    names = {"diffprivlib": "diffprivlib", "opendp": "opendp", "pydp": "python-dp", "opacus": "opacus"}
     try:
-        return metadata.version(names.get(module, module))
+        return metadata.version(_DISTRIBUTIONS.get(module, module))
     except metadata.PackageNotFoundError:
         return "?"
+
+
+def _release(version: str) -> tuple[tuple[int, ...], bool] | None:
+    """``(release numbers, final)`` of a version string (``"0.16.0"``, ``"2.13.0+cpu"``, ``"1.0rc1"``): final is
+    False for a pre- or development release, which comes before its release; ``None`` when it has no numbers."""
+    match = re.match(r"\s*v?(\d+(?:\.\d+)*)(.*)", version)
+    if match is None:
+        return None
+    numbers = tuple(int(part) for part in match.group(1).split("."))
+    suffix = match.group(2).split("+")[0].lower()
+    return numbers, not re.match(r"[.\-_]?(a|b|c|rc|alpha|beta|pre|preview|dev)\d*", suffix)
+
+
+def _key(release: tuple[tuple[int, ...], bool], width: int) -> tuple[tuple[int, ...], bool]:
+    numbers, final = release
+    return numbers + (0,) * (width - len(numbers)), final
+
+
+def version_supported(version: str, supported: str) -> bool:
+    """True when ``version`` lies in ``supported``, a comma-separated list of ``>=X`` and ``<Y`` bounds (PEP 440's
+    order on release numbers: a pre-release comes before its release, and ``<Y`` takes no pre-release of ``Y``)."""
+    given = _release(version)
+    if given is None:
+        return True  # no version to compare (a build from source): nothing to refuse on
+    for bound in (part.strip() for part in supported.split(",")):
+        operator, limit = (">=", bound[2:]) if bound.startswith(">=") else ("<", bound[1:])
+        release = _release(limit)
+        if release is None:
+            raise ValueError(f"internal: bad version bound {bound!r} in {supported!r}")  # pragma: no cover
+        width = max(len(given[0]), len(release[0]))
+        below = _key(given, width) < _key(release, width)
+        if operator == "<" and _key(given, width)[0] == _key(release, width)[0]:
+            below = False  # PEP 440: "<2.1" takes no pre-release of 2.1 either
+        if (operator == ">=" and below) or (operator == "<" and not below):
+            return False
+    return True
+
+
+def check_version(module: str, supported: str, adapter: str) -> str:
+    """The installed version of ``module``, or a one-line ParameterError when it lies outside ``supported``.
+
+    Parameters
+    ----------
+    module : str
+        The library's import name (``"opendp"``, ``"pydp"``).
+    supported : str
+        The releases the adapter reads correctly, as ``">=0.13"`` or ``">=2.0,<2.1"`` (its module's
+        ``SUPPORTED_VERSIONS``).
+    adapter : str
+        The adapter's function, as the message names it (``"from_opendp"``).
+
+    Returns
+    -------
+    str
+        The installed version (``"?"`` when the distribution has no metadata: nothing is refused then).
+
+    Raises
+    ------
+    ParameterError
+        Naming the installed version, the supported range, and two ways on: install a supported release, or
+        audit the installed one through ``dpaudit.from_callable`` (docs/guide.md, "Older library releases").
+    """
+    version = library_version(module)
+    if version != "?" and not version_supported(version, supported):
+        distribution = _DISTRIBUTIONS.get(module, module)
+        raise ParameterError(f"{adapter} supports {distribution} {supported}, got {distribution} {version} "
+                             f"installed: pip install '{distribution}{supported}', or audit this release through "
+                             f"dpaudit.from_callable (docs/guide.md, \"Older library releases\")")
+    return version
 
 
 def require(module: str, extra: str = "libraries") -> Any:

@@ -24,9 +24,14 @@ import numpy as np
 
 from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.accounting.descriptions import FixedGuarantee
-from dpaudit.mechanisms.adapters.base import LibraryMechanism, require
+from dpaudit.mechanisms.adapters.base import LibraryMechanism, check_version, require
 
-__all__ = ["DiffprivlibMechanism", "from_diffprivlib"]
+__all__ = ["DiffprivlibMechanism", "SUPPORTED_VERSIONS", "from_diffprivlib"]
+
+#: The diffprivlib releases this adapter reads correctly: the floor is the lowest tested (pyproject.toml,
+#: docs/versions.md; 0.6.6 the newest). Up to 0.3 a mechanism is configured by ``set_epsilon`` and
+#: ``set_sensitivity`` and has no ``sensitivity`` attribute to read the claim from.
+SUPPORTED_VERSIONS = ">=0.6"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +109,7 @@ def from_diffprivlib(mechanism: Any, *, query=None, record_domain: tuple[float, 
         Audit it with ``dpaudit.audit(mech, dataset_pair=mech.neighbours())``.
     """
     require("diffprivlib")
+    check_version("diffprivlib", SUPPORTED_VERSIONS, "from_diffprivlib")
     sensitivity = getattr(mechanism, "sensitivity", None)
     if not isinstance(sensitivity, (int, float, np.number)):
         raise ParameterError(f"mechanism must be a numeric diffprivlib mechanism with a sensitivity, got "

@@ -53,7 +53,7 @@ import torch
 from dpaudit.core.errors import ParameterError
 from dpaudit.core.validation import check_choice, check_int, check_real
 from dpaudit.mechanisms.accounting.descriptions import LibraryGuarantees, ProfileGuarantee
-from dpaudit.mechanisms.adapters.base import library_version, require
+from dpaudit.mechanisms.adapters.base import check_version, library_version, require
 from dpaudit.mechanisms.adapters.opacus_run import (
     build_model,
     engine_epsilon,
@@ -65,7 +65,12 @@ from dpaudit.mechanisms.adapters.opacus_run import (
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
 
-__all__ = ["OpacusTraining", "expected_batch_size", "from_opacus", "mean_output"]
+__all__ = ["OpacusTraining", "SUPPORTED_VERSIONS", "expected_batch_size", "from_opacus", "mean_output"]
+
+#: The Opacus releases this adapter trains with: the floor is the lowest tested (pyproject.toml,
+#: docs/versions.md; 1.6.0 the newest). Up to 1.5.1 an empty Poisson batch fails in the clipping of a
+#: float64 model.
+SUPPORTED_VERSIONS = ">=1.5.2"
 
 #: Deltas at which the engine is asked for the claim's privacy profile (delta(epsilon) is read off them).
 _DELTA_GRID = (1e-10, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1)
@@ -385,7 +390,8 @@ def from_opacus(model: Any, *, records: Any, batch_size: int, noise_multiplier: 
         one (called under each trial's seed).
     records : array_like or TensorDataset
         The training records, one row each; with ``input_columns``, the first columns are the model's inputs
-        and the rest its targets.
+        and the rest its targets. The loader serves them in the model's dtype (its first floating parameter's:
+        float32, or float64 for a ``.double()`` model).
     batch_size : int
         The ``DataLoader``'s batch size (Opacus derives the sampling rate from the loader's length).
     noise_multiplier : float, optional
@@ -418,6 +424,7 @@ def from_opacus(model: Any, *, records: Any, batch_size: int, noise_multiplier: 
         the records less one: add/remove, what the accountant bounds) or any pair of record arrays.
     """
     require("opacus", "models")
+    check_version("opacus", SUPPORTED_VERSIONS, "from_opacus")
     return OpacusTraining(model=model, records=_as_records(records), input_columns=input_columns,
                           criterion=criterion, lr=lr, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
                           poisson_sampling=poisson_sampling, epochs=epochs, noise_multiplier=noise_multiplier,

@@ -23,7 +23,8 @@ from dpaudit.mechanisms.adapters.base import require
 if TYPE_CHECKING:
     from dpaudit.mechanisms.adapters.opacus import OpacusTraining
 
-__all__ = ["ENGINE_ANSWERS", "build_model", "engine_epsilon", "mean_output", "mse", "torch_dataset", "train_once", "training_rows"]
+__all__ = ["ENGINE_ANSWERS", "build_model", "engine_epsilon", "mean_output", "model_dtype", "mse", "torch_dataset",
+           "train_once", "training_rows"]
 
 
 def mean_output(outputs: torch.Tensor, targets: torch.Tensor | None) -> torch.Tensor:
@@ -37,8 +38,10 @@ def mse(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.mse_loss(outputs, targets.reshape(outputs.shape))
 
 
-def torch_dataset(records: np.ndarray, input_columns: int | None) -> torch.utils.data.TensorDataset:
-    x = torch.as_tensor(records, dtype=torch.float32)
+def torch_dataset(records: np.ndarray, input_columns: int | None,
+                  dtype: torch.dtype = torch.float32) -> torch.utils.data.TensorDataset:
+    """The records as the loader serves them: inputs (and targets, past ``input_columns``) in ``dtype``."""
+    x = torch.as_tensor(records, dtype=dtype)
     split = x.shape[1] if input_columns is None else input_columns
     if split == x.shape[1]:
         return torch.utils.data.TensorDataset(x)
@@ -57,6 +60,15 @@ def build_model(model: Any, seed: int) -> torch.nn.Module:
     return built
 
 
+def model_dtype(model: torch.nn.Module) -> torch.dtype:
+    """The floating dtype of ``model``'s first floating parameter or buffer (float32 when it has none): the
+    dtype its records are served in, so that a float64 model trains on float64 inputs."""
+    for tensor in (*model.parameters(), *model.buffers()):
+        if tensor.is_floating_point():
+            return tensor.dtype
+    return torch.float32
+
+
 def train_once(run: OpacusTraining, records: np.ndarray, seed: int) -> tuple[np.ndarray, Any]:
     """One training on ``records`` from ``seed``: (the parameters after each step, flattened; the engine)."""
     opacus = require("opacus", "models")
@@ -71,7 +83,7 @@ def train_once(run: OpacusTraining, records: np.ndarray, seed: int) -> tuple[np.
             torch.default_generator.manual_seed(seed)
             model = build_model(run.model, seed)
             optimizer = torch.optim.SGD(model.parameters(), lr=run.lr)
-            dataset = torch_dataset(records, run.input_columns)
+            dataset = torch_dataset(records, run.input_columns, model_dtype(model))  # the model's own dtype
             if run.sampler is not None:
                 loader = torch.utils.data.DataLoader(dataset, batch_size=run.batch_size, sampler=run.sampler(dataset))
             else:

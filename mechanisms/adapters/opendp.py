@@ -46,9 +46,14 @@ from dpaudit.mechanisms.accounting.descriptions import (
     ProfileGuarantee,
     ZcdpGuarantee,
 )
-from dpaudit.mechanisms.adapters.base import LibraryMechanism, require
+from dpaudit.mechanisms.adapters.base import LibraryMechanism, check_version, require
 
-__all__ = ["OpenDPMechanism", "from_opendp", "measure_guarantee"]
+__all__ = ["OpenDPMechanism", "SUPPORTED_VERSIONS", "from_opendp", "measure_guarantee"]
+
+#: The OpenDP releases this adapter reads correctly: the floor is the lowest tested (pyproject.toml,
+#: docs/versions.md; 0.16 the newest). Before 0.7 a measurement has no ``input_metric``; 0.7 to 0.12 are
+#: untested (their API moved from release to release).
+SUPPORTED_VERSIONS = ">=0.13"
 
 _DATASET_DISTANCES = {"SymmetricDistance": {"add-remove": 1, "replace-one": 2},
                       "InsertDeleteDistance": {"add-remove": 1, "replace-one": 2},
@@ -193,6 +198,7 @@ def from_opendp(measurement: Any, d_in: float | None = None, *, on: str = "query
     OpenDPMechanism
     """
     require("opendp")
+    check_version("opendp", SUPPORTED_VERSIONS, "from_opendp")
     if on == "dataset" and record_domain is None:
         raise ParameterError("on='dataset' needs record_domain=(low, high), the range the measurement clamps to")
     sensitivity = 1.0 if d_in is None else float(d_in)

@@ -28,9 +28,13 @@ import numpy as np
 
 from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.accounting.descriptions import FixedGuarantee, InapplicableGuarantee
-from dpaudit.mechanisms.adapters.base import LibraryMechanism, require
+from dpaudit.mechanisms.adapters.base import LibraryMechanism, check_version, require
 
-__all__ = ["PyDPMechanism", "from_pydp"]
+__all__ = ["PyDPMechanism", "SUPPORTED_VERSIONS", "from_pydp"]
+
+#: The python-dp releases this adapter reads correctly: the floor is the lowest tested (pyproject.toml,
+#: docs/versions.md; 1.1.5 the newest); no earlier release installs on Python 3.11.
+SUPPORTED_VERSIONS = ">=1.1.4"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +108,7 @@ def from_pydp(algorithm: type, *, workers: int = 1, **options: Any) -> PyDPMecha
         Audit it with ``dpaudit.audit(mech, dataset_pair=mech.neighbours())``.
     """
     require("pydp")
+    check_version("pydp", SUPPORTED_VERSIONS, "from_pydp")
     if not isinstance(algorithm, type) or not hasattr(algorithm, "quick_result"):
         raise ParameterError(f"algorithm must be a python-dp algorithm class, got algorithm={algorithm!r}")
     if "lower_bound" not in options or "upper_bound" not in options:
