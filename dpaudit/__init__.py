@@ -10,6 +10,7 @@ subpackage (:mod:`dpaudit.mechanisms`, :mod:`dpaudit.attacks`,
 >>> result = dpaudit.audit(mech, trials=20_000, delta=1e-5)   # doctest: +SKIP
 >>> result.verdict                                            # doctest: +SKIP
 'consistent'
+>>> result = dpaudit.audit(mech, design=dpaudit.ManyRuns(trials=20_000))   # doctest: +SKIP
 
 Attributes are imported on first use, so ``import dpaudit`` (and
 ``dpaudit --help``) stays fast and does not load torch.
@@ -28,6 +29,9 @@ _PUBLIC = {
     "from_batched_callable": "dpaudit.mechanisms.wrapped",
     "from_jax_privacy": "dpaudit.mechanisms.adapters.jax_privacy",  # jax loads when it is called, not here
     "audit": "dpaudit.auditing.checks.api",
+    "ManyRuns": "dpaudit.auditing.checks.designs",
+    "OneRun": "dpaudit.auditing.checks.designs",
+    "PairSearch": "dpaudit.auditing.checks.designs",
     "search": "dpaudit.auditing.checks.search",
     "load_result": "dpaudit.auditing.jobs.result",
     "AuditResult": "dpaudit.auditing.jobs.result",
@@ -40,6 +44,7 @@ __all__ = ["__version__", *_PUBLIC]
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpaudit.auditing.checks.api import audit
+    from dpaudit.auditing.checks.designs import ManyRuns, OneRun, PairSearch
     from dpaudit.auditing.checks.regression import PrivacyViolation, assert_private
     from dpaudit.auditing.checks.search import search
     from dpaudit.auditing.jobs.result import AuditResult, load_result

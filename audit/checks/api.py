@@ -1,9 +1,12 @@
 """Audits from Python: :func:`audit` runs one audit in memory and returns its result.
 
-It builds an :class:`~dpaudit.auditing.jobs.job.AuditJob` and runs it through the
-same runner as ``dpaudit run`` (an in-memory store, one worker by default),
-so an audit from Python and one from a config with the same seed and chunk
-size certify the same numbers.
+What is audited (the mechanism, its pair or canary, the score) and what every design shares (delta,
+confidence, seed, the claim, title, store, workers) are its arguments; *how* it is audited is a design
+object (:mod:`dpaudit.auditing.checks.designs`: ``ManyRuns``, ``OneRun``, ``PairSearch``), whose ``run``
+it calls. The older keywords (``design="one-run"``, ``canaries=``, ``search=``, ``sequential=``,
+``trials=``, ...) spell such an object (``design_from_keywords``). A many-runs audit goes through the
+same runner as ``dpaudit run`` (an in-memory store, one worker by default), so an audit from Python and
+one from a config with the same seed and chunk size certify the same numbers.
 """
 
 from __future__ import annotations
@@ -12,55 +15,23 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
-from dpaudit.auditing.checks.search import search as search_pairs
+from dpaudit.auditing.checks.designs import AuditDesign, AuditOptions, AuditTarget, design_from_keywords
 from dpaudit.auditing.jobs.job import make_job
-from dpaudit.auditing.jobs.one_run_design import ONE_RUN_DEFAULTS, OneRunJob
+from dpaudit.auditing.jobs.job_designs import COMMON_SETTINGS
 from dpaudit.auditing.jobs.result import AuditResult
-from dpaudit.auditing.jobs.runner import RunOptions, run_audits
 from dpaudit.auditing.jobs.store import MEMORY
-from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS, AuditSettings
-from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.base import Mechanism
 
-__all__ = ["audit", "make_job", "make_one_run_job"]
-
-
-def make_one_run_job(mechanism: Mechanism | None, *, design: str, canaries: int | None, runs: int | None,
-                     one_run_method: str | None, canary: Any, title: str | None, claimed_epsilon: float | None,
-                     sequential: bool, given: Mapping[str, Any], **settings: Any) -> Any:
-    """The ``OneRunJob`` of ``audit(..., design="one-run")``; arguments of the other design are refused."""
-    if design != "one-run":
-        raise ParameterError(f"canaries, runs and one_run_method apply to design='one-run', got design={design!r}")
-    if mechanism is None:
-        raise ParameterError("a one-run audit needs a mechanism (dpaudit.make('model', ...))")
-    refused = [name for name, value in given.items() if value] + [
-        name for name in ("trials", "threshold", "chunk_size", "calibration_fraction") if name in settings]
-    if refused:
-        raise ParameterError(f"design='one-run' takes no {refused[0]} (one training run, canaries instead of trials)")
-    unknown = sorted(set(settings) - set(AUDIT_DEFAULTS))
-    if unknown:
-        raise ParameterError(f"unknown audit setting {unknown[0]!r} (valid: delta, confidence, seed)")
-    kind = "gradient"
-    if canary is not None:
-        fields = dict(canary) if isinstance(canary, Mapping) else {"kind": getattr(canary, "kind", None)}
-        if set(fields) - {"kind"}:
-            raise ParameterError(f"design='one-run' takes canary kind only, got {sorted(fields)}")
-        kind = fields.get("kind") or "gradient"
-    description = {"mechanism": {"name": mechanism.name, **mechanism.params}, "canary": {"kind": kind}}
-    return OneRunJob(mechanism, ONE_RUN_DEFAULTS["canaries"] if canaries is None else canaries,
-                     AuditSettings(**settings), title or f"{mechanism.label} one-run audit", description,
-                     kind=kind, runs=ONE_RUN_DEFAULTS["runs"] if runs is None else runs,
-                     method=one_run_method or ONE_RUN_DEFAULTS["one_run_method"], claimed_epsilon=claimed_epsilon,
-                     sequential=bool(sequential))
+__all__ = ["audit", "make_job"]
 
 
 def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
           dataset_pair: Sequence[Any] | None = None, canary: CanarySpec | Mapping[str, Any] | None = None,
           index: Any = None, score: Any = None, title: str | None = None, store: str = MEMORY,
-          workers: int = 1, progress: bool = False, estimators: Sequence[Any] = (), sequential: bool = False,
-          claimed_epsilon: float | None = None, search: Mapping[str, Any] | bool | None = None,
-          design: str = "many-runs", canaries: int | None = None, runs: int | None = None,
-          one_run_method: str | None = None, **settings: Any) -> AuditResult:
+          workers: int = 1, progress: bool = False, estimators: Sequence[Any] = (),
+          claimed_epsilon: float | None = None, design: AuditDesign | str = "many-runs",
+          sequential: bool = False, search: Mapping[str, Any] | bool | None = None, canaries: int | None = None,
+          runs: int | None = None, one_run_method: str | None = None, **settings: Any) -> AuditResult:
     """Audit ``mechanism`` and return the :class:`AuditResult`.
 
     Parameters
@@ -87,36 +58,40 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
     estimators : sequence of Estimator, optional
         Estimators run after the built-ins (``dpaudit.auditing.statistics.certify.Estimator``: ``name``, ``plan``,
         ``finish``); each shows in ``result.empirical.estimates`` and the reports.
-    sequential : bool
-        Look at the data after 1, 2, 4, ... certification chunks (planned from the budget), the final
-        look at confidence ``1 - beta / 2`` and the earlier ones sharing the other half of ``beta``
-        (docs/theory.md 3.7), and stop at the first certified violation
-        (``result.sequential`` records the looks).
     claimed_epsilon : float, optional
         A claim to stop at as well (a certified bound above it is a violation of the caller's claim).
+    design : AuditDesign, "many-runs" or "one-run"
+        How to audit: ``dpaudit.ManyRuns(...)`` (the default: many trainings, ``trials`` per dataset),
+        ``dpaudit.OneRun(...)`` (one training with canaries, mechanism ``model`` only; docs/theory.md 9),
+        ``dpaudit.PairSearch(...)`` (search for the neighbouring pair, then certify it; docs/theory.md 3.8),
+        or any object with ``run(target, options)`` (:class:`dpaudit.auditing.checks.designs.AuditDesign`).
+        A design object holds its own settings: the keywords below are then refused. The names
+        ``"many-runs"`` and ``"one-run"`` take their settings from those keywords.
+    sequential : bool
+        ``ManyRuns(sequential=True)``: look at the data after 1, 2, 4, ... certification chunks (planned from
+        the budget; docs/theory.md 3.7) and stop at the first certified violation (``result.sequential``
+        records the looks).
     search : bool or mapping, optional
-        Search for the neighbouring pair instead of taking one (``dpaudit.search``, docs/theory.md
-        3.8): ``True``, or a mapping of its options (``record_domain``, ``thresholds``,
-        ``screen_trials``, ...). The result is the certifying audit of the strongest pair; the
-        screening table is :func:`dpaudit.search`'s.
-    design : {"many-runs", "one-run"}
-        ``"one-run"``: train once with ``canaries`` canaries, each included with probability 1/2, and
-        certify from their scores (``audit.jobs.one_run_design``, docs/theory.md 9); mechanism ``model`` only.
-        ``canary={"kind": "input"}`` inserts input canaries (black box) instead of gradient canaries.
+        ``PairSearch(**search)``: ``True``, or a mapping of its options (``record_domain``, ``thresholds``,
+        ``screen_trials``, ...). The result is the certifying audit of the strongest pair; the screening
+        table is :func:`dpaudit.search`'s.
     canaries, runs, one_run_method : optional
-        Of the one-run design: canaries per run (default 1000), training runs pooled (default 1), and
-        the estimator the verdict uses (``"fdp"``, default, or ``"steinke"``).
+        With ``design="one-run"``: ``OneRun(canaries, runs, method)``, canaries per run (default 1000),
+        training runs pooled (default 1) and the test the verdict uses (``"fdp"``, default, ``"steinke"``
+        or ``"tail"``); ``canary={"kind": "input"}`` is ``OneRun(kind="input")``.
     store : str
         ``":memory:"`` (default) or an SQLite file to keep and reuse chunks.
     workers : int
         Worker processes (default 1: in this process).
+    progress : bool
+        Show progress bars.
     **settings
-        ``trials``, ``delta``, ``confidence``, ``seed``, ``threshold``,
-        ``chunk_size``, ``calibration_fraction`` (defaults as in configs).
-        ``calibration_fraction`` (default 0.1) is the least share of the trials
-        the scores are fitted and the tests placed on: a fitted score may ask
-        for more (the ``discrete`` score, 0.3), and ``attack["calibration_trials"]``
-        in the result says how many calibrated.
+        ``delta``, ``confidence``, ``seed`` (every design's), and the design's own: ``trials``,
+        ``threshold``, ``chunk_size``, ``calibration_fraction`` (``ManyRuns``; defaults as in configs),
+        ``trials`` (``PairSearch``). ``calibration_fraction`` (default 0.1) is the least share of the
+        trials the scores are fitted and the tests placed on: a fitted score may ask for more (the
+        ``discrete`` score, 0.3), and ``attack["calibration_trials"]`` in the result says how many
+        calibrated.
 
     Returns
     -------
@@ -128,30 +103,18 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
     >>> result = dpaudit.audit(dpaudit.make("gaussian", sigma=2.0), trials=20_000)  # doctest: +SKIP
     >>> result.verdict, round(result.epsilon_lower_bound, 2)                        # doctest: +SKIP
     ('consistent', 0.94)
-    """
-    if search:
-        given = [name for name, value in (("pair", pair), ("dataset_pair", dataset_pair), ("canary", canary),
-                                          ("index", index), ("estimators", estimators)) if value]
-        if given or sequential or store != MEMORY or workers != 1:
-            raise ParameterError(f"search chooses the pair itself and runs in memory; it takes no "
-                                 f"{', '.join(given) or 'sequential, store or workers'}")
+    >>> same = dpaudit.audit(dpaudit.make("gaussian", sigma=2.0),
+    ...                      design=dpaudit.ManyRuns(trials=20_000))                # doctest: +SKIP
 
-        unknown = sorted(set(settings) - {"trials", "delta", "confidence", "seed"})
-        if unknown:
-            raise ParameterError(f"search takes the settings trials, delta, confidence and seed, got {unknown[0]!r}")
-        options = dict(search) if isinstance(search, Mapping) else {}
-        return search_pairs(mechanism, score=score, title=title, epsilon=claimed_epsilon, **options,
-                            **settings).result
-    if design == "one-run" or canaries is not None or runs is not None or one_run_method is not None:
-        job = make_one_run_job(mechanism, design=design, canaries=canaries, runs=runs,
-                               one_run_method=one_run_method, canary=canary, title=title,
-                               claimed_epsilon=claimed_epsilon, sequential=sequential,
-                               given={"pair": pair, "dataset_pair": dataset_pair, "index": index, "score": score,
-                                      "estimators": estimators}, **settings)
-        return run_audits([job], RunOptions(store=str(store), workers=workers, progress=progress))[0]
-    if design != "many-runs":
-        raise ParameterError(f"design must be 'many-runs' or 'one-run', got design={design!r}")
-    job = make_job(mechanism, pair=pair, dataset_pair=dataset_pair, canary=canary, index=index, score=score,
-                   title=title, estimators=estimators, sequential=sequential, claimed_epsilon=claimed_epsilon,
-                   **settings)
-    return run_audits([job], RunOptions(store=str(store), workers=workers, progress=progress))[0]
+    References
+    ----------
+    docs/theory.md 3 (many-runs audits), 3.7, 3.8, 9; audit/checks/designs.py.
+    """
+    common = {key: settings.pop(key) for key in COMMON_SETTINGS if key in settings}
+    chosen = design_from_keywords(design, search=search, sequential=sequential, canaries=canaries, runs=runs,
+                                  one_run_method=one_run_method, canary=canary, **settings)
+    target = AuditTarget(mechanism, pair=pair, dataset_pair=dataset_pair, canary=canary, index=index, score=score,
+                         estimators=estimators)
+    options = AuditOptions(**common, claimed_epsilon=claimed_epsilon, title=title, store=str(store), workers=workers,
+                           progress=progress)
+    return chosen.run(target, options)

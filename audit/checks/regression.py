@@ -12,11 +12,8 @@ import dataclasses
 from typing import Any
 
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.auditing.checks.api import audit
-from dpaudit.auditing.jobs.job import AUDIT_DEFAULTS, AuditJob, make_job
-from dpaudit.auditing.jobs.runner import RunOptions, run_audits
-from dpaudit.auditing.jobs.store import MEMORY
-from dpaudit.auditing.statistics.budget import check_budget
+from dpaudit.auditing.checks.designs import AuditOptions, AuditTarget, ManyRuns, OneRun, design_from_keywords
+from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS
 from dpaudit.core.errors import ParameterError
 from dpaudit.core.validation import check_real
 from dpaudit.mechanisms.base import Mechanism
@@ -64,10 +61,10 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
     score : str, Score or list of them, optional
         A score's name, a score object, or a list of either (a portfolio, one chosen on calibration
         trials). Default ``"auto"``: every registered score that applies, one chosen on calibration trials.
-
     design : {"many-runs", "one-run"}
-        ``"one-run"``: one training run with ``canaries`` canaries (``runs`` pooled) instead of ``trials``
-        trainings per dataset (``audit.jobs.one_run_design``); ``trials`` and ``chunk_size`` do not apply.
+        ``"many-runs"``: a sequential ``ManyRuns`` of ``trials`` and ``chunk_size``. ``"one-run"``: ``OneRun``,
+        one training run with ``canaries`` canaries (``runs`` pooled) instead of ``trials`` trainings per
+        dataset (``audit.jobs.one_run_design``); ``trials`` and ``chunk_size`` do not apply.
 
     Returns
     -------
@@ -82,22 +79,9 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
     """
     __tracebackhide__ = True  # pytest shows the message, not this helper's frames
     epsilon = check_real("epsilon", epsilon, nonnegative=True)
-    calibration_chunk = None
-    if chunk_size is None:
-        chunk_size = min(10_000, max(1_000, trials // 64))
-        calibration_chunk = AUDIT_DEFAULTS["chunk_size"]  # calibration drawn as dpaudit.audit draws it
-    if design == "one-run" or canaries is not None or runs is not None:
-        result = audit(mechanism, design=design, canaries=canaries, runs=runs, canary=canary, dataset_pair=dataset_pair,
-                       score=score, delta=delta, confidence=confidence, seed=seed, claimed_epsilon=epsilon)
-    else:
-        if design != "many-runs":
-            raise ParameterError(f"design must be 'many-runs' or 'one-run', got design={design!r}")
-        job = make_job(mechanism, dataset_pair=dataset_pair, canary=canary, score=score, trials=trials,
-                       delta=delta, confidence=confidence, seed=seed, sequential=True, claimed_epsilon=epsilon,
-                       chunk_size=chunk_size)
-        if calibration_chunk is not None and _fits(job, calibration_chunk):
-            job = dataclasses.replace(job, calibration_chunk=calibration_chunk)
-        result = run_audits([job], RunOptions(store=MEMORY, workers=1, progress=False))[0]
+    audit_design = _design(design, trials=trials, chunk_size=chunk_size, canaries=canaries, runs=runs, canary=canary)
+    result = audit_design.run(AuditTarget(mechanism, dataset_pair=dataset_pair, canary=canary, score=score),
+                              AuditOptions(delta=delta, confidence=confidence, seed=seed, claimed_epsilon=epsilon))
     bound = result.epsilon_lower_bound
     chosen = result.attack["score"]
     looks = result.sequential
@@ -125,18 +109,28 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
             f"dataset, stopped at look {looks.get('stopped_at_look', 1)} of {looks.get('looks_planned', 1)}, "
             f"score {chosen!r}, "
             f"{result.canary['kind']} canary, {result.canary['relation']}). "
-            + _rerun(mechanism, f"trials={trials}", seed, confidence, f", chunk_size={chunk_size}"), result)
+            + _rerun(mechanism, f"trials={trials}", seed, confidence, f", chunk_size={audit_design.chunk_size}"),
+            result)
     return summary
 
 
-def _fits(job: AuditJob, chunk: int) -> bool:
-    """Whether ``job``'s audit fits the memory budget with chunks of ``chunk`` trials (in memory, one worker)."""
-    try:
-        check_budget(job.mechanism, len(job.pairs), dataclasses.replace(job.settings, chunk_size=chunk),
-                     fitted=job.fitted)
-    except ParameterError:
-        return False
-    return True
+def _design(design: str, *, trials: int, chunk_size: int | None, canaries: int | None, runs: int | None,
+            canary: Any) -> ManyRuns | OneRun:
+    """The design :func:`assert_private` runs: the one-run design that ``design``, ``canaries`` and ``runs``
+    spell (``trials`` and ``chunk_size`` do not apply to it), else a sequential :class:`ManyRuns` whose
+    chunks are ``chunk_size`` trials, by default ``trials // 64`` between 1,000 and 10,000, with its calibration
+    drawn in chunks of ``dpaudit.audit``'s default size where that fits the memory budget."""
+    if not isinstance(design, str):
+        raise ParameterError(f"assert_private takes design='many-runs' or 'one-run', got design={design!r}; audit "
+                             f"with a design object by dpaudit.audit(..., design=..., claimed_epsilon=...)")
+    if design == "one-run" or canaries is not None or runs is not None:
+        return design_from_keywords(design, canaries=canaries, runs=runs, canary=canary)
+    calibration_chunk = None
+    if chunk_size is None:  # fine looks; the calibration drawn as dpaudit.audit draws it
+        chunk_size = min(10_000, max(1_000, trials // 64))
+        calibration_chunk = AUDIT_DEFAULTS["chunk_size"]
+    looking = design_from_keywords(design, sequential=True, trials=trials, chunk_size=chunk_size)
+    return dataclasses.replace(looking, calibration_chunk=calibration_chunk)
 
 
 def _rerun(mechanism: Mechanism, options: str, seed: int, confidence: float, tail: str = "") -> str:

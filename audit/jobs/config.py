@@ -25,11 +25,13 @@ from typing import Any
 
 from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
-from dpaudit.attacks.scores import AUTO, SCORES, get_score, score_needs_calibration
+from dpaudit.attacks.scores import AUTO, SCORES
 from dpaudit.auditing.jobs.job import AuditJob
-from dpaudit.auditing.jobs.one_run_config import one_run_job, one_run_keys
-from dpaudit.auditing.statistics.budget import MAX_SWEEP, Estimate, check_budget
-from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS, AuditSettings, check_setting
+from dpaudit.auditing.jobs.job_designs import AuditOptions, ManyRuns, OneRun
+from dpaudit.auditing.jobs.one_run_config import config_design, one_run_keys
+from dpaudit.auditing.jobs.one_run_design import OneRunJob
+from dpaudit.auditing.statistics.budget import MAX_SWEEP, Estimate
+from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS, check_setting
 from dpaudit.core.errors import ParameterError
 from dpaudit.core.validation import suggestion
 from dpaudit.mechanisms.models.user_model import UserModel, load_user_model
@@ -68,38 +70,35 @@ class AuditConfig:
         self.audit = resolved["audit"]
         self.one_run = resolved.get("one_run")
         self.title = resolved.get("title") or f"{self.mechanism.name} audit"
-
-    def job(self, *, sequential: bool = False) -> AuditJob:
-        """The audit to run: one canary pair per position the config asks for (``sequential``: stop at the
-        first certified violation, ``dpaudit check``); a ``OneRunJob`` for ``design = "one-run"``."""
-        if self.one_run is not None:
-            try:
-                return one_run_job(self, sequential)
-            except ParameterError as exc:  # names the config and the key already
-                raise ConfigError(str(exc)) from None
         try:
-            pairs = tuple(self.canary.build(self.mechanism, t) for t in self.canary.indices(self.mechanism))
-        except ParameterError as exc:
-            raise ConfigError(f"{self.source}: [canary] {exc}") from None
-        description = {key: self.resolved[key] for key in ("mechanism", "canary", "attack")}
-        return AuditJob(self.mechanism, pairs, self.score, AuditSettings(**self.audit), self.title,
-                        description, self.source, sequential=sequential)
+            #: How the audit samples and certifies: ``ManyRuns`` from ``[audit]``, or ``OneRun`` for
+            #: ``design = "one-run"`` (``audit.jobs.job_designs``)
+            self.design: ManyRuns | OneRun = config_design(self)
+        except ParameterError as exc:  # names the config and the key already
+            raise ConfigError(str(exc)) from None
+
+    @property
+    def options(self) -> AuditOptions:
+        """What every design takes from the config: ``[audit]`` delta, confidence and seed, and the title."""
+        return AuditOptions(delta=self.audit["delta"], confidence=self.audit["confidence"], seed=self.audit["seed"],
+                            title=self.title)
+
+    def job(self, *, sequential: bool = False) -> AuditJob | OneRunJob:
+        """The audit to run, as its design builds it from the config (``sequential``: stop at the first certified
+        violation, ``dpaudit check``)."""
+        try:
+            return self.design.config_job(self, sequential=sequential)
+        except ParameterError as exc:  # names the config and the table already
+            raise ConfigError(str(exc)) from None
 
     def check_budget(self, *, workers: int = 1, max_memory: int | None = None,
                      store: str | None = None) -> Estimate | None:
         """Refuse (``ConfigError`` naming the parameter) an audit that cannot fit the machine, before
-        any dataset is built (``audit.statistics.budget``)."""
-        settings = AuditSettings(**self.audit)
-        if self.one_run is not None:  # one training run: the job refuses what cannot run, nothing to size
-            self.job()
-            return None
+        any dataset is built (``audit.statistics.budget``; a one-run audit has nothing to size)."""
         try:
-            return check_budget(self.mechanism, self.canary.count(self.mechanism), settings, workers=workers,
-                                max_memory=max_memory, store=store,
-                                fitted=isinstance(self.score, list) or self.score == AUTO
-                                or score_needs_calibration(get_score(self.score)))
-        except ParameterError as exc:
-            raise ConfigError(f"{self.source}: {exc}") from None
+            return self.design.check_config(self, workers=workers, max_memory=max_memory, store=store)
+        except ParameterError as exc:  # names the config already
+            raise ConfigError(str(exc)) from None
 
     @property
     def audit_id(self) -> str:
@@ -107,8 +106,8 @@ class AuditConfig:
         return self.job().audit_id
 
     def with_trials(self, trials: int) -> "AuditConfig":
-        """The same audit with another trial count (``--trials``; a one-run audit has no trials: itself)."""
-        if self.one_run is not None:
+        """The same audit with another trial count (``--trials``; a design without trials, one run: itself)."""
+        if getattr(self.design, "trials", None) is None:
             return self
         resolved = copy.deepcopy(self.resolved)
         resolved["audit"]["trials"] = _check_audit_key("trials", trials, self.source)

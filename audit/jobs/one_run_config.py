@@ -1,22 +1,27 @@
-"""The ``[audit]`` keys of the one-run design in a config, and the ``OneRunJob`` of such a config.
+"""The ``[audit]`` keys of the designs in a config, and the design object a config builds from them.
 
 ``design = "one-run"`` with ``canaries``, ``runs`` and ``one_run_method``
 (defaults in :data:`dpaudit.auditing.jobs.one_run_design.ONE_RUN_DEFAULTS`); the
 keys of the design of many trainings (``trials``, ``threshold``, ...),
 ``[attack]`` and every ``[canary]`` key but ``kind`` are refused, naming
-them (docs/guide.md, "One training run or many").
+them (docs/guide.md, "One training run or many"). :func:`config_design`
+turns the resolved tables into ``OneRun`` or ``ManyRuns``
+(:mod:`dpaudit.auditing.jobs.job_designs`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dpaudit.auditing.jobs.one_run_design import DESIGNS, ONE_RUN_DEFAULTS, OneRunJob
-from dpaudit.auditing.statistics.settings import AuditSettings
+from dpaudit.auditing.jobs.job_designs import MANY_RUNS_SETTINGS, ManyRuns, OneRun, respelled
+from dpaudit.auditing.jobs.one_run_design import DESIGNS, ONE_RUN_DEFAULTS
 from dpaudit.core.errors import ParameterError
 from dpaudit.core.validation import suggestion
 
-__all__ = ["one_run_job", "one_run_keys"]
+if TYPE_CHECKING:
+    from dpaudit.auditing.jobs.config import AuditConfig
+
+__all__ = ["config_design", "one_run_keys"]
 
 
 def _fail(source: str, table: str, key: str, message: str) -> ParameterError:
@@ -38,7 +43,7 @@ def one_run_keys(raw: dict[str, Any], source: str) -> tuple[dict[str, Any], dict
             key = next(iter(given))
             raise _fail(source, "audit", key, "applies to design = 'one-run' only; add it or remove the key")
         return raw, None
-    for key in ("trials", "threshold", "chunk_size", "calibration_fraction"):
+    for key in MANY_RUNS_SETTINGS:
         if key in audit:
             raise _fail(source, "audit", key, "does not apply to design = 'one-run' (one training run, "
                                               "canaries instead of trials); remove it")
@@ -55,16 +60,16 @@ def one_run_keys(raw: dict[str, Any], source: str) -> tuple[dict[str, Any], dict
     return {**raw, "audit": audit}, table
 
 
-def one_run_job(config: Any, sequential: bool) -> Any:
-    """The ``OneRunJob`` of a one-run config; errors name the config and the key."""
-    table = config.one_run or {}
-    settings = AuditSettings(**config.audit)
-    description = {key: config.resolved[key] for key in ("mechanism", "canary")}
+def config_design(config: AuditConfig) -> ManyRuns | OneRun:
+    """The design object of a resolved config: ``OneRun`` from its one-run table and ``[canary] kind``, else
+    ``ManyRuns`` from ``[audit]``; errors name the config and the key."""
+    table = config.one_run
+    if table is None:
+        return ManyRuns(**{key: config.audit[key] for key in MANY_RUNS_SETTINGS})
+    kind = {"kind": config.canary.kind} if config.canary.kind else {}  # else the design's default
     try:
-        return OneRunJob(config.mechanism, table["canaries"], settings, config.title, description, config.source,
-                         kind=config.canary.kind or "gradient", runs=table["runs"], method=table["one_run_method"],
-                         sequential=sequential)
+        return OneRun(canaries=table["canaries"], runs=table["runs"], method=table["one_run_method"], **kind)
     except ParameterError as exc:
-        text = str(exc)
-        table_name = "canary" if text.startswith("kind") else "audit"
-        raise ParameterError(f"{config.source}: [{table_name}] {text}") from None
+        text = str(respelled(exc, OneRun.SPELLING))
+        raise ParameterError(f"{config.source}: [{'canary' if text.startswith('kind') else 'audit'}] {text}") \
+            from None

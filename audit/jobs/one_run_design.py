@@ -46,13 +46,14 @@ from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.models.networks import Stacked
 
-__all__ = ["DESIGNS", "ONE_RUN_DEFAULTS", "ONE_RUN_KINDS", "OneRunJob", "canary_scores", "draw_canaries",
+__all__ = ["DESIGNS", "MAX_RUNS", "ONE_RUN_DEFAULTS", "ONE_RUN_KINDS", "OneRunJob", "canary_scores", "draw_canaries",
            "train_and_score"]
 
 DESIGNS = ("many-runs", "one-run")
 ONE_RUN_KINDS = ("gradient", "input")
 #: ``[audit]`` keys of the one-run design, with their defaults
 ONE_RUN_DEFAULTS: dict[str, Any] = {"canaries": 1000, "runs": 1, "one_run_method": "fdp"}
+MAX_RUNS = 100  #: training runs one audit pools at most
 _TAG = 36  #: first spawn key of one-run seeds (chunk seeds of the many-runs design have four keys)
 
 
@@ -95,7 +96,7 @@ class OneRunJob:
         check_choice("one_run_method", self.method, METHODS)
         n = self.mechanism.n_records
         check_int("canaries", self.canaries, minimum=2, maximum=n)
-        check_int("runs", self.runs, minimum=1, maximum=100)
+        check_int("runs", self.runs, minimum=1, maximum=MAX_RUNS)
 
     design = "one-run"
 

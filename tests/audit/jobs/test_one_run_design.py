@@ -162,12 +162,11 @@ def test_the_pytest_plugin_runs_one_run_audits(pytester):
 
 
 def test_the_model_based_estimate_never_decides_the_verdict():
-    from dpaudit.auditing.checks.api import make_one_run_job
+    from dpaudit.auditing.checks.designs import AuditOptions, AuditTarget
     from dpaudit.auditing.jobs.one_run_result import one_run_result
 
     mech = dpaudit.make("model", model="softmax", data="iris", steps=10, batch_size=16, noise_multiplier=1.0)
-    job = make_one_run_job(mech, design="one-run", canaries=6, runs=None, one_run_method=None, canary=None,
-                           title=None, claimed_epsilon=None, sequential=False, given={})
+    job = dpaudit.OneRun(canaries=6).job(AuditTarget(mech), AuditOptions())
     included = np.tile([0, 1], 3)
     scores = 10.0 * included + np.linspace(0, 1, 6)  # two groups far apart: a huge Gaussian-pair estimate
     result = one_run_result(job, scores, included, timings={"seconds": 0.0})
@@ -181,14 +180,13 @@ def test_the_model_based_estimate_never_decides_the_verdict():
 def test_canaries_without_effect_certify_above_0_in_at_most_5_percent_of_runs(method):
     """The scores of one real training's 1,000 canaries, judged against inclusion bits drawn afresh for each
     seed: canaries whose inclusion had no effect on the scores, so any bound above 0 is a false alarm."""
-    from dpaudit.auditing.checks.api import make_one_run_job
+    from dpaudit.auditing.checks.designs import AuditOptions, AuditTarget
     from dpaudit.auditing.jobs.one_run_design import train_and_score
     from dpaudit.auditing.statistics.one_run_fdp import one_run_audit
 
     mech = dpaudit.make("model", model="softmax", data="digits", steps=20, batch_size=256, noise_multiplier=1.0,
                         eta=1.0)
-    job = make_one_run_job(mech, design="one-run", canaries=1000, runs=None, one_run_method=None, canary=None,
-                           title=None, claimed_epsilon=None, sequential=False, given={}, seed=11)
+    job = dpaudit.OneRun(canaries=1000).job(AuditTarget(mech), AuditOptions(seed=11))
     scores, _, _ = train_and_score(job, 0)
     assert scores.shape == (1000,)
     # Each seed false-alarms with probability <= 0.05: over 100 seeds the count is Binomial(100, <= 0.05),
