@@ -10,6 +10,10 @@ score that reads the outputs as numbers (``gaussian``) and by the
 floating-point distinguisher (``float-bits``); each audit certifies on its
 own at its confidence (two audits, two certificates: they are not combined).
 Libraries that are not installed are left out, with a line that says so.
+
+The jobs run in the gallery's worker processes: what a worker is sent must
+pickle, so OpenDP's measurement (C pointers) travels as the call that builds
+it (:func:`dpaudit.mechanisms.adapters.from_recipe` of :func:`opendp_laplace`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import numpy as np
 from dpaudit.auditing.checks.api import make_job
 from dpaudit.auditing.jobs.job import AuditJob
 
-__all__ = ["HEADING", "TEXT", "LibraryAudit", "library_audits", "library_jobs"]
+__all__ = ["HEADING", "TEXT", "LibraryAudit", "library_audits", "library_jobs", "opendp_laplace"]
 
 HEADING = "(g) Real libraries, audited at their own claims"
 TEXT = ("Mechanisms of public DP libraries through dpaudit's adapters, each judged against the claim read from "
@@ -52,7 +56,8 @@ def _diffprivlib():
     return from_diffprivlib(Laplace(epsilon=1.0, sensitivity=1.0))
 
 
-def _opendp():
+def opendp_laplace(scale: float):
+    """OpenDP's vector Laplace at ``scale`` on a query of sensitivity 1 (built again in each worker process)."""
     # an optional library (dpaudit[libraries]) and its adapter, loaded for its own audit
     import opendp.prelude as dp
 
@@ -60,7 +65,15 @@ def _opendp():
 
     dp.enable_features("contrib")
     return from_opendp((dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float))
-                       >> dp.m.then_laplace(scale=1.0), 1.0)
+                       >> dp.m.then_laplace(scale=scale), 1.0)
+
+
+def _opendp():
+    # the adapters load with the section's audits
+    from dpaudit.mechanisms.adapters import from_recipe
+
+    # an OpenDP measurement holds C pointers and does not pickle: the workers get this call and build their own
+    return from_recipe(opendp_laplace, 1.0)
 
 
 def _pydp():

@@ -17,10 +17,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["from_diffprivlib", "from_jax_privacy", "from_opacus", "from_opendp", "from_pydp"]
+__all__ = ["from_diffprivlib", "from_jax_privacy", "from_opacus", "from_opendp", "from_pydp", "from_recipe"]
 
 _MODULES = {"from_diffprivlib": "diffprivlib", "from_opendp": "opendp", "from_pydp": "pydp",
-            "from_opacus": "opacus", "from_jax_privacy": "jax_privacy"}
+            "from_opacus": "opacus", "from_jax_privacy": "jax_privacy",
+            "from_recipe": "base"}  # a library object that does not pickle, built again in each worker
 
 
 def __getattr__(name: str) -> Any:

@@ -18,6 +18,11 @@ Libraries whose calls cannot release many draws at once run in blocks of
 :data:`BLOCK` trials, each block with its own seed drawn from the audit's
 generator: outputs depend only on the seed, never on how many worker
 processes ran the blocks.
+
+A library object that does not pickle (an OpenDP measurement holds C
+pointers) cannot be sent to worker processes as it is: :func:`from_recipe`
+builds the mechanism from a module-level factory and plain arguments, and a
+pickled copy of it is that call, made again in the worker.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from dpaudit.mechanisms.accounting.descriptions import LibraryGuarantees
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
 
-__all__ = ["BLOCK", "LibraryMechanism", "check_version", "library_version", "sum_query"]
+__all__ = ["BLOCK", "LibraryMechanism", "check_version", "from_recipe", "library_version", "sum_query"]
 
 #: Trials per seeded block for libraries called once per trial.
 BLOCK = 2_000
@@ -143,6 +148,44 @@ def sum_query(records: np.ndarray) -> np.ndarray:
     return np.asarray(records, dtype=np.float64).sum(axis=0)
 
 
+def from_recipe(factory: Callable[..., "LibraryMechanism"], *args: Any, **kwargs: Any) -> "LibraryMechanism":
+    """``factory(*args, **kwargs)``, a mechanism that pickles as this call: worker processes build their own.
+
+    For library objects that do not pickle (an OpenDP measurement holds C pointers): the audit's worker
+    processes (``workers`` of ``dpaudit.audit``, ``dpaudit run``, the gallery) and :meth:`LibraryMechanism.draw`'s
+    are sent the factory and the arguments, never the object, and call the factory once per task they unpickle.
+
+    Parameters
+    ----------
+    factory : callable
+        A module-level function (pickled by its name) returning a library mechanism, such as one that builds
+        an OpenDP measurement and returns ``from_opendp(measurement, ...)``.
+    *args, **kwargs
+        Plain arguments of ``factory`` (numbers, strings, tuples: what pickles).
+
+    Returns
+    -------
+    LibraryMechanism
+        What ``factory`` returns, carrying the call as its :attr:`~LibraryMechanism.recipe`.
+
+    Raises
+    ------
+    ParameterError
+        When ``factory`` returns no library mechanism (``from_*`` of :mod:`dpaudit.mechanisms.adapters`).
+    """
+    mechanism = factory(*args, **kwargs)
+    if not isinstance(mechanism, LibraryMechanism):
+        raise ParameterError(f"from_recipe: factory must return a library mechanism (from_opendp, from_pydp, ...), "
+                             f"got {type(mechanism).__name__} from {getattr(factory, '__qualname__', factory)!r}")
+    return dataclasses.replace(mechanism, recipe=(factory, args, kwargs))
+
+
+def _rebuild(factory: Callable[..., "LibraryMechanism"], args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> "LibraryMechanism":
+    """The mechanism of a recipe, where a pickled copy is loaded (:meth:`LibraryMechanism.__reduce_ex__`)."""
+    return from_recipe(factory, *args, **kwargs)
+
+
 def _run_block(mechanism: "LibraryMechanism", values: np.ndarray, size: int, seed: int) -> np.ndarray:
     return mechanism.draw_block(values, size, seed)
 
@@ -162,6 +205,10 @@ class LibraryMechanism(Mechanism):
     dim: int = 1
     workers: int = 1
     label: str = ""
+    #: ``(factory, args, kwargs)`` with ``factory(*args, **kwargs)`` this mechanism (:func:`from_recipe`); a pickled
+    #: copy (a worker process's) is then that call, made again where it is unpickled
+    recipe: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None = dataclasses.field(
+        default=None, compare=False, repr=False, kw_only=True)
 
     library = ""
     tiled = False  # library code: one call sequence, no threads
@@ -181,6 +228,13 @@ class LibraryMechanism(Mechanism):
         if not (math.isfinite(low) and math.isfinite(high) and low < high):
             raise ParameterError(f"record_domain must be two finite numbers low < high, got "
                                  f"record_domain={self.record_domain!r}")
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickled as its :attr:`recipe` when it has one (the library object is built again where it is
+        unpickled), else as the dataclass it is."""
+        if self.recipe is None:
+            return super().__reduce_ex__(protocol)
+        return _rebuild, self.recipe
 
     @property
     def declared_record_domain(self) -> tuple[float, float]:

@@ -23,6 +23,12 @@ OpenDP draws its randomness from the operating system, by design: audits of
 OpenDP measurements are not reproducible from the seed (the adapter says so
 in its parameters, ``seeded = False``).
 
+A measurement holds C pointers and does not pickle: to audit with worker
+processes, build the mechanism with ``from_recipe(factory, *args)``
+(:func:`dpaudit.mechanisms.adapters.from_recipe`), ``factory`` a module-level
+function that builds the measurement and returns ``from_opendp(...)``; each
+worker then builds its own.
+
 References
 ----------
 The OpenDP Library, https://docs.opendp.org (measurements, privacy maps).

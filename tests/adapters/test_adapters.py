@@ -129,6 +129,29 @@ def test_opendp_dataset_measurement_reads_both_relations():
         from_opendp(meas, on="dataset")
 
 
+def laplace_mechanism(scale: float):
+    """A module-level factory (what ``from_recipe`` pickles, by name)."""
+    dp = _opendp()
+    from dpaudit.mechanisms.adapters import from_opendp
+
+    space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float)
+    return from_opendp(space >> dp.m.then_laplace(scale=scale), 1.0)
+
+
+def test_an_opendp_mechanism_travels_to_workers_as_the_call_that_builds_it():
+    _opendp()
+    from dpaudit.mechanisms.adapters import from_recipe
+
+    # a measurement holds C pointers: pickled (for a worker process), the mechanism is its recipe, built again
+    mech = from_recipe(laplace_mechanism, 2.0)
+    copy = pickle.loads(pickle.dumps(mech))
+    assert copy.params == mech.params and copy.recipe == mech.recipe and copy.measurement is not mech.measurement
+    assert copy.claims()[0].epsilon(1e-5) == pytest.approx(0.5)
+    assert copy.sample(copy.neighbours()[0], trials=4, seed=0).shape == (4, 1)
+    with pytest.raises(ParameterError, match="from_recipe: factory must return a library mechanism"):
+        from_recipe(dict, scale=2.0)
+
+
 # -- python-dp -----------------------------------------------------------------------------------------
 def test_pydp_bounded_sum_against_its_claim():
     laplacian = pytest.importorskip("pydp.algorithms.laplacian")

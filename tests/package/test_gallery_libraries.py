@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import pickle
 
 import pytest
 
@@ -34,3 +35,27 @@ def test_section_audits_each_installed_library_at_its_own_claim():
         assert by_title["diffprivlib: Laplace, score float-bits"].verdict == "violation"
     if _installed("opacus"):
         assert next(r for r in results if r.title.startswith("opacus")).empirical.trials == 100
+
+
+def test_what_the_section_sends_to_workers_pickles():
+    # the runner sends each worker a job's canary pair, which holds the mechanism (audit/jobs/runner.py, _Task):
+    # an OpenDP measurement holds C pointers, so its mechanism must travel as the call that builds it again
+    jobs, _ = libraries.library_jobs(200)
+    if not jobs:
+        pytest.skip("no DP library installed")
+    for job in jobs:
+        pair = pickle.loads(pickle.dumps(job.pairs[0]))
+        assert pair.mechanism.params == job.mechanism.params, job.title
+        if not job.title.startswith("opacus"):  # a value library: the copy releases numbers (Opacus trains)
+            assert pair.mechanism.sample(pair.dataset_a, trials=5, seed=1).shape == (5, 1), job.title
+
+
+def test_section_runs_with_the_gallerys_default_workers(tmp_path):
+    # `dpaudit gallery` without --workers: a worker process per core, each sent pickled pairs (OpenDP's included)
+    jobs, _ = libraries.library_jobs(200)
+    jobs = [job for job in jobs if not job.title.startswith("opacus")]  # a training per trial: pickled above
+    if not jobs:
+        pytest.skip("no value library installed")
+    results = run_audits(jobs, RunOptions(store=str(tmp_path / "g.sqlite"), progress=False))
+    assert [result.title for result in results] == [job.title for job in jobs]
+    assert all(result.empirical.trials == 200 for result in results)
