@@ -15,7 +15,8 @@ from typing import Any
 
 from dpaudit.core.errors import DPAuditError
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_OK", "EXIT_VIOLATION", "UsageError", "count", "emit_json"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_OK", "EXIT_VIOLATION", "UsageError", "add_progress_flags", "count",
+           "emit_json", "show_progress"]
 
 EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -42,6 +43,29 @@ def count(minimum: int) -> Callable[[str], int]:
         return value
     parse.__name__ = "count"
     return parse
+
+
+def add_progress_flags(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--progress`` (progress on stderr, a terminal or not) and ``--quiet`` (none), one or the other.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser.
+    default : str
+        When progress shows without either flag, as ``--help`` says it (``"when stderr is a terminal"``).
+    """
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--progress", action="store_true",
+                       help=f"show progress on stderr even when it is not a terminal (default: {default})")
+    group.add_argument("--quiet", action="store_true", help="no progress")
+
+
+def show_progress(args: argparse.Namespace, default: bool) -> bool:
+    """Whether to show progress: ``--quiet`` never, ``--progress`` always, else ``default``."""
+    if args.quiet:
+        return False
+    return bool(args.progress) or default
 
 
 def emit_json(document: Any) -> None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dpaudit.commands.common import count
+from dpaudit.commands.common import add_progress_flags, count, show_progress
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -14,7 +14,7 @@ def _run(args: argparse.Namespace) -> int:
     from dpaudit.gallery import build
 
     index = build(Path(args.out), trials=args.trials, workers=args.workers, store=args.store,
-                  progress=not args.quiet and sys.stderr.isatty())
+                  progress=show_progress(args, sys.stderr.isatty()))
     print(f"wrote {index}", file=sys.stderr)
     return 0
 
@@ -25,5 +25,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--trials", type=count(20), help="trials per dataset for every audit (default: each config's)")
     parser.add_argument("--workers", type=count(1), help="parallel workers (default: all cores)")
     parser.add_argument("--store", default="gallery.sqlite", help="SQLite store (default gallery.sqlite)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_progress_flags(parser, "when stderr is a terminal")
     parser.set_defaults(handler=_run)

@@ -5,24 +5,61 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from dpaudit.commands.common import UsageError, count, emit_json
+from dpaudit.commands.common import UsageError, add_progress_flags, count, emit_json, show_progress
 
 SUITES = ("zoo", "black-box", "dp-sgd", "dp-mf")
+#: What a table prints where a value is not known or not computed (explained under the table when it shows).
+UNKNOWN = "?"
+#: What the training zoos' tables print for a case without a single score (explained when it shows).
+NO_SCORE = "-"
+
+
+def _chosen(args: argparse.Namespace, items: Sequence[Any], what: str) -> list:
+    """The suite's ``items`` whose name contains a part of ``--only`` (all without it).
+
+    Raises
+    ------
+    UsageError
+        When a part of ``--only`` matches no name (``what``: ``"algorithm of the black-box suite"``).
+    """
+    names = [item.name for item in items]
+    unknown = [part for part in args.only or () if not any(part in name for name in names)]
+    if unknown:
+        raise UsageError(f"zoo: --only {unknown[0]!r} matches no {what} (names: {', '.join(names)})")
+    return [item for item in items if not args.only or any(part in item.name for part in args.only)]
+
+
+def _each(args: argparse.Namespace, items: list, run_one: Callable[[Any], list]) -> list:
+    """The results of ``run_one`` on each item, in order, under a bar on stderr naming the item that runs
+    (``--progress``/``--quiet``; by default shown unless ``--json`` goes to a stderr that is no terminal, as
+    ``dpaudit run`` does)."""
+    # tqdm loads when a suite runs: dpaudit --help imports no more than the parser
+    from tqdm import tqdm
+
+    results: list = []
+    shown = show_progress(args, not args.json or sys.stderr.isatty())
+    label = "zoo" if args.suite == "zoo" else f"zoo {args.suite}"
+    with tqdm(total=len(items), desc=label, unit="case", file=sys.stderr, disable=not shown, dynamic_ncols=True) as bar:
+        for item in items:
+            bar.set_postfix_str(item.name)  # a case can run for minutes: the bar says which one
+            results.extend(run_one(item))
+            bar.update(1)
+    return results
 
 
 def _run_black_box(args: argparse.Namespace) -> int:
     """The black-box benchmark suite (audit/checks/zoo/blackbox_suite.py)."""
     # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
-    from dpaudit.auditing.checks.zoo.blackbox_suite import SUITE, run_blackbox_suite
+    from dpaudit.auditing.checks.zoo.blackbox_suite import SUITE, run_algorithm
+    from dpaudit.auditing.checks.zoo.statuses import status_legend
 
-    names = [a.name for a in SUITE]
-    unknown = [part for part in args.only or () if not any(part in name for name in names)]
-    if unknown:
-        raise UsageError(f"zoo: --only {unknown[0]!r} matches no algorithm of the black-box suite "
-                         f"(names: {', '.join(names)})")
-    results = run_blackbox_suite(trials=args.trials or 1_000_000, seed=args.seed, only=args.only,
-                                 screen_trials=args.screen_trials, with_law=not args.no_law)
+    chosen = _chosen(args, SUITE, "algorithm of the black-box suite")
+    results = _each(args, chosen, lambda algorithm: [run_algorithm(
+        algorithm, trials=args.trials or 1_000_000, seed=args.seed, screen_trials=args.screen_trials,
+        with_law=not args.no_law)])
     failed = [r.name for r in results if r.failed]
     if args.json:
         emit_json({"schema_version": 2, "suite": "black-box", "failed": failed,
@@ -32,14 +69,15 @@ def _run_black_box(args: argparse.Namespace) -> int:
         out.write(f"{'algorithm':<28} {'claim':>6} {'true':>7} {'ceiling':>8} {'band':>13} {'eps >=':>8} "
                   f"{'verdict':<13} {'pair':<18} {'s':>6}\n")
         for r in results:
-            true = "?" if r.true_epsilon is None else f"{r.true_epsilon:.3f}"
-            ceiling = "?" if r.ceiling is None else f"{r.ceiling:.3f}"
-            band = "?" if r.ceiling_low is None else f"{r.ceiling_low:.3f}-{r.ceiling_high:.3f}"
+            true = UNKNOWN if r.true_epsilon is None else f"{r.true_epsilon:.3f}"
+            ceiling = UNKNOWN if r.ceiling is None else f"{r.ceiling:.3f}"
+            band = UNKNOWN if r.ceiling_low is None else f"{r.ceiling_low:.3f}-{r.ceiling_high:.3f}"
             out.write(f"{r.name:<28} {r.claimed_epsilon:>6.3f} {true:>7} {ceiling:>8} {band:>13} "
                       f"{r.epsilon_lower_bound:>8.4f} {r.status:<13} {r.pair:<18} {r.seconds:>6.1f}\n")
         out.write(f"trials per side: {results[0].trials}; true epsilon and ceiling on the chosen pair from its "
-                  f"exact law ('?': not computed); band: where 95% of audits at the oracle threshold land; "
+                  f"exact law ('{UNKNOWN}': not computed); band: where 95% of audits at the oracle threshold land; "
                   f"delta 0, confidence 0.95\n")
+        out.write(status_legend(r.status for r in results))
     if failed:
         print(f"dpaudit zoo: {len(failed)} algorithm(s) failed (a violation missed, or a correct algorithm "
               f"flagged): {', '.join(failed)}", file=sys.stderr)
@@ -47,15 +85,15 @@ def _run_black_box(args: argparse.Namespace) -> int:
     return 0
 
 
-#: The legend line of each training zoo's table.
+#: The legend line of each training zoo's table (the statuses' line follows it).
 _LEGENDS = {
     "dp-sgd": ("claim: what the library's own accountant reports at delta 1e-5; true: the pair's exact epsilon "
-               "('?': not computed); assert_private at the claim, confidence 0.95; trials: per dataset, used "
-               "before a violation stopped the audit\n"),
+               f"('{UNKNOWN}': not computed); assert_private at the claim, confidence 0.95; trials: per dataset, "
+               f"used before a violation stopped the audit\n"),
     "dp-mf": ("claim: the epsilon each case claims at delta 1e-5 (the bug's, or the correct one for a twin); true: "
-              "the pair's exact epsilon (reshuffled-epochs: Monte Carlo); assert_private at the claim, confidence "
-              "0.95; trials: per dataset, used before a violation stopped the audit; within-claim: a bug whose "
-              "true epsilon stays within its claim\n"),
+              f"the pair's exact epsilon (reshuffled-epochs: Monte Carlo; '{UNKNOWN}': not computed); "
+              "assert_private at the claim, confidence 0.95; trials: per dataset, used before a violation stopped "
+              "the audit\n"),
 }
 
 
@@ -67,16 +105,15 @@ def _training_zoo(args: argparse.Namespace) -> list:
         from dpaudit.auditing.checks.zoo.dpsgd import DPSGD_ZOO as cases, run_dpsgd_zoo as run  # when it runs
     else:
         from dpaudit.auditing.checks.zoo.dpmf import DPMF_ZOO as cases, run_dpmf_zoo as run  # when it runs
-    names = [case.name for case in cases]
-    unknown = [part for part in args.only or () if not any(part in name for name in names)]
-    if unknown:
-        raise UsageError(f"zoo: --only {unknown[0]!r} matches no case of the {args.suite} suite (names: "
-                         f"{', '.join(names)})")
-    return run(trials=args.trials, seed=args.seed, only=args.only)
+    chosen = _chosen(args, cases, f"case of the {args.suite} suite")
+    return _each(args, chosen, lambda case: run(trials=args.trials, seed=args.seed, cases=[case]))
 
 
 def _run_training(args: argparse.Namespace) -> int:
     """A training bug zoo, each case beside its twin, through ``assert_private`` at the case's claim."""
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
+    from dpaudit.auditing.checks.zoo.statuses import status_legend
+
     results = _training_zoo(args)
     failed = [r.name for r in results if r.failed]
     if args.json:
@@ -87,10 +124,14 @@ def _run_training(args: argparse.Namespace) -> int:
         out.write(f"{'case':<42} {'report':<28} {'claim':>7} {'true':>7} {'eps >=':>8} {'status':<13} "
                   f"{'trials':>8} {'score':<13} {'s':>6}\n")
         for r in results:
-            true = "?" if r.true_epsilon is None else f"{r.true_epsilon:.3f}"
+            true = UNKNOWN if r.true_epsilon is None else f"{r.true_epsilon:.3f}"
             out.write(f"{r.name:<42} {r.report:<28} {r.claimed_epsilon:>7.3f} {true:>7} {r.epsilon_lower_bound:>8.3f} "
-                      f"{r.status:<13} {r.trials_used:>8} {r.score or '-':<13} {r.seconds:>6.1f}\n")
+                      f"{r.status:<13} {r.trials_used:>8} {r.score or NO_SCORE:<13} {r.seconds:>6.1f}\n")
         out.write(_LEGENDS[args.suite])
+        if any(r.score is None for r in results):
+            out.write(f"score: {NO_SCORE} = no single score (the case was not audited, or a portfolio chose per "
+                      f"position)\n")
+        out.write(status_legend(r.status for r in results))
     if failed:
         print(f"dpaudit zoo: {len(failed)} case(s) failed (a violation missed, or a correct case flagged): "
               f"{', '.join(failed)}", file=sys.stderr)
@@ -109,9 +150,10 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("zoo: --screen-trials applies to --suite black-box only")
     # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
     from dpaudit.auditing.checks.zoo import REAL_WORLD, VARIANTS, run_zoo
+    from dpaudit.auditing.checks.zoo.statuses import status_legend
 
-    chosen = [v for v in [*VARIANTS, *REAL_WORLD] if not args.only or any(name in v.name for name in args.only)]
-    results = run_zoo(trials=args.trials, seed=args.seed, variants=chosen)
+    chosen = _chosen(args, [*VARIANTS, *REAL_WORLD], "variant of the zoo")
+    results = _each(args, chosen, lambda variant: run_zoo(trials=args.trials, seed=args.seed, variants=[variant]))
     failed = [r.name for r in results if r.failed]
     if args.json:
         emit_json({"schema_version": 2, "failed": failed, "variants": [r.to_dict() for r in results]})
@@ -120,9 +162,12 @@ def _run(args: argparse.Namespace) -> int:
         out.write(f"{'variant':<42} {'buggy':<6} {'status':<13} {'eps >=':>8} {'claim':>8} {'true':>8} "
                   f"{'trials':>8} {'s':>6}\n")
         for r in results:
-            true = f"{r.true_epsilon:.3f}" if r.true_epsilon is not None else "?"
+            true = f"{r.true_epsilon:.3f}" if r.true_epsilon is not None else UNKNOWN
             out.write(f"{r.name:<42} {str(r.buggy):<6} {r.status:<13} {r.epsilon_lower_bound:>8.3f} "
                       f"{r.claimed_epsilon:>8.3f} {true:>8} {r.trials:>8} {r.seconds:>6.1f}\n")
+        out.write(status_legend(r.status for r in results))
+        if any(r.true_epsilon is None for r in results):
+            out.write(f"true: {UNKNOWN} = not known (a buggy variant is then taken to exceed its claim)\n")
     if failed:
         print(f"dpaudit zoo: {len(failed)} variant(s) failed (a bug beyond its claim missed, or a correct "
               f"variant flagged): {', '.join(failed)}", file=sys.stderr)
@@ -148,4 +193,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*", help="run only variants whose name contains one of these")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    add_progress_flags(parser, "shown, but not with --json when stderr is not a terminal")
     parser.set_defaults(handler=_run)

@@ -12,9 +12,11 @@ adapters, those installed) and writes ``index.html``. ``--trials`` makes a reduc
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from dpaudit import mechanisms
 from dpaudit.auditing.jobs.config import load_configs
@@ -126,7 +128,26 @@ def lssgd_svg(delta: float = 1e-5) -> str:
 
 
 def build(out: Path, *, trials: int | None, workers: int | None, store: str, progress: bool = False) -> Path:
-    """Run the gallery audits and write ``out/index.html`` (and every audit's reports beside it)."""
+    """Run the gallery audits and write ``out/index.html`` (and every audit's reports beside it).
+
+    Parameters
+    ----------
+    out : Path
+        The output directory (made when missing).
+    trials : int, optional
+        Trials per dataset for every audit (default: each config's; the real libraries' 10^5).
+    workers : int, optional
+        Worker processes (default: all cores).
+    store : str
+        The SQLite store of the chunks (reused by a later build).
+    progress : bool
+        Bars on stderr: the audits' chunks, then the theory figures.
+
+    Returns
+    -------
+    Path
+        ``out/index.html``.
+    """
     out.mkdir(parents=True, exist_ok=True)
     jobs, owners = [], []
     for number, section in enumerate(SECTIONS):
@@ -157,8 +178,14 @@ def build(out: Path, *, trials: int | None, workers: int | None, store: str, pro
 
     ladder = [result for number, result in zip(owners, results) if SECTIONS[number].folder == "ladder"]
     scheduled = [result for number, result in zip(owners, results) if SECTIONS[number].folder == "schedules"]
-    figures = {"stopped": stopped_comparison_svg(), "lssgd": lssgd_svg(), "hidden_state": hidden_state_svg(),
-               "ladder": ladder_table(ladder), "schedules": schedules_table(scheduled)}
+    makers = {"stopped": stopped_comparison_svg, "lssgd": lssgd_svg, "hidden_state": hidden_state_svg,
+              "ladder": lambda: ladder_table(ladder), "schedules": lambda: schedules_table(scheduled)}
+    figures = {}
+    with tqdm(total=len(makers), desc="figures", unit="figure", file=sys.stderr, disable=not progress) as bar:
+        for folder, make in makers.items():  # the theory maps take seconds each: the bar names the one drawn
+            bar.set_postfix_str(folder)
+            figures[folder] = make()
+            bar.update(1)
     # jinja2 loads when a page is rendered
     from jinja2 import Environment, select_autoescape
 

@@ -29,6 +29,7 @@ from dpaudit.auditing.checks.vector_pairs import VectorCandidate, screen_vector_
 from dpaudit.auditing.checks.zoo import blackbox as bb
 from dpaudit.auditing.checks.zoo import blackbox_laws as laws
 from dpaudit.auditing.checks.zoo import svt_laws
+from dpaudit.auditing.checks.zoo.statuses import BEYOND_REACH, CAUGHT, FAILURES, FALSE_ALARM, MISSED, PASSED
 from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.wrapped import BatchedCallableMechanism, from_batched_callable
 
@@ -161,14 +162,14 @@ class SuiteResult:
         """``caught``, ``missed``, ``beyond-reach`` (a violation whose ceiling is below its claim),
         ``passed`` or ``false-alarm``."""
         if not self.violates:
-            return "false-alarm" if self.flagged else "passed"
+            return FALSE_ALARM if self.flagged else PASSED
         if self.flagged:
-            return "caught"
-        return "beyond-reach" if self.ceiling is not None and self.ceiling <= self.claimed_epsilon else "missed"
+            return CAUGHT
+        return BEYOND_REACH if self.ceiling is not None and self.ceiling <= self.claimed_epsilon else MISSED
 
     @property
     def failed(self) -> bool:
-        return self.status in ("missed", "false-alarm")
+        return self.status in FAILURES
 
     @property
     def share_of_ceiling(self) -> float | None:

@@ -76,6 +76,7 @@ from dpaudit.auditing.checks.zoo.dpmf_laws import (
     toeplitz_minsep_sensitivity_squared,
 )
 from dpaudit.auditing.checks.zoo.dpsgd import TrainingCaseResult, audit_case, case_result
+from dpaudit.auditing.checks.zoo.statuses import CAUGHT, FALSE_ALARM, MISSED, PASSED, WITHIN_CLAIM
 from dpaudit.mechanisms.accounting.descriptions import Strategy
 from dpaudit.mechanisms.accounting.strategies import banded_sqrt_coefficients, dense_strategy, lower_matrix
 from dpaudit.mechanisms.dataset import Dataset
@@ -315,8 +316,8 @@ def run_dpmf_zoo(*, trials: int | None = None, seed: int = 0, only: list[str] | 
         claim, flagged, result = audit_case(case, budget=budget, seed=seed, confidence=confidence)
         exceeds = case.true_epsilon is None or case.true_epsilon > claim
         if case.buggy and exceeds:
-            status = "caught" if flagged else "missed"
+            status = CAUGHT if flagged else MISSED
         else:
-            status = "false-alarm" if flagged else ("within-claim" if case.buggy else "passed")
+            status = FALSE_ALARM if flagged else (WITHIN_CLAIM if case.buggy else PASSED)
         results.append(case_result(case, status, claim, result, budget, start))
     return results

@@ -49,6 +49,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from dpaudit.auditing.checks.regression import PrivacyViolation, assert_private
+from dpaudit.auditing.checks.zoo.statuses import CAUGHT, FAILURES, FALSE_ALARM, MISSED, PASSED, SKIPPED
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 from dpaudit.mechanisms.accounting.tight import pld_claim
 from dpaudit.mechanisms.base import RELEASE_GRID, snap
@@ -84,7 +85,7 @@ class TrainingCaseResult:
     name: str
     buggy: bool
     report: str
-    status: str  # caught, missed, within-claim (dp-mf), passed, false-alarm, skipped
+    status: str  # caught, missed, within-claim (dp-mf), passed, false-alarm, skipped (zoo.statuses)
     claimed_epsilon: float
     epsilon_lower_bound: float
     true_epsilon: float | None
@@ -96,7 +97,7 @@ class TrainingCaseResult:
 
     @property
     def failed(self) -> bool:
-        return self.status in ("missed", "false-alarm")
+        return self.status in FAILURES
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -318,11 +319,11 @@ def run_dpsgd_zoo(*, trials: int | None = None, seed: int = 0, only: list[str] |
         start = time.perf_counter()
         budget = trials or case.trials
         if case.needs is not None and importlib.util.find_spec(case.needs) is None:
-            results.append(DpSgdResult(case.name, case.buggy, case.report, "skipped", math.nan, math.nan,
+            results.append(DpSgdResult(case.name, case.buggy, case.report, SKIPPED, math.nan, math.nan,
                                        case.true_epsilon, budget, 0, None, 0.0, case.description))
             continue
         claim, flagged, result = audit_case(case, budget=budget, seed=seed, confidence=confidence)
-        status = ("caught" if flagged else "missed") if case.buggy else ("false-alarm" if flagged else "passed")
+        status = (CAUGHT if flagged else MISSED) if case.buggy else (FALSE_ALARM if flagged else PASSED)
         results.append(case_result(case, status, claim, result, budget, start))
     return results
 

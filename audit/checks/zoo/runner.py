@@ -8,6 +8,15 @@ from typing import Any
 
 from dpaudit.auditing.checks.api import audit
 from dpaudit.auditing.checks.zoo.realworld import REAL_WORLD, UserCodeVariant
+from dpaudit.auditing.checks.zoo.statuses import (
+    BEYOND_REACH,
+    CAUGHT,
+    FAILURES,
+    FALSE_ALARM,
+    MISSED,
+    PASSED,
+    WITHIN_CLAIM,
+)
 from dpaudit.auditing.checks.zoo.variants import VARIANTS, Variant, claimed_epsilon
 
 __all__ = ["ZooResult", "run_zoo"]
@@ -40,17 +49,17 @@ class ZooResult:
         ``beyond-reach`` (its true epsilon exceeds the claim, but the claim lies above the most this
         budget can certify), ``false-alarm`` or ``passed``."""
         if not self.buggy:
-            return "false-alarm" if self.caught else "passed"
+            return FALSE_ALARM if self.caught else PASSED
         if self.caught:
-            return "caught"
+            return CAUGHT
         if not self.exceeds_claim:
-            return "within-claim"
-        return "beyond-reach" if self.ceiling is not None and self.ceiling <= self.claimed_epsilon else "missed"
+            return WITHIN_CLAIM
+        return BEYOND_REACH if self.ceiling is not None and self.ceiling <= self.claimed_epsilon else MISSED
 
     @property
     def failed(self) -> bool:
         """A bug that exceeds its claim went uncaught, or a correct variant was flagged."""
-        return self.status in ("missed", "false-alarm")
+        return self.status in FAILURES
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "exceeds_claim": self.exceeds_claim, "status": self.status}
