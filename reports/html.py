@@ -9,6 +9,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from dpaudit.reports import plots
+from dpaudit.reports.anytime import ANYTIME_CAPTION, anytime_sentences
 from dpaudit.reports.text import (
     ESTIMATE_COLUMNS,
     INDEX_COLUMNS,
@@ -18,6 +19,7 @@ from dpaudit.reports.text import (
     claims_rows,
     conformance_rows,
     estimate_rows,
+    estimators_note,
     gdp_sentence,
     histogram_caption,
     index_rows,
@@ -92,6 +94,11 @@ def html(result: Any) -> str:
         figures = [("ROC of the canary score: included against excluded canaries (log axes; not certified).",
                     plots.roc(result)),
                    ("Canary scores: S are the included canaries, S' the excluded ones.", plots.histograms(result))]
+    elif result.anytime:  # a running bound instead of a profile: the design certifies epsilon only
+        figures = [(ANYTIME_CAPTION, plots.running_bound(result)),
+                   ("ROC of the last score on every trial (a figure, not certified).", plots.roc(result)),
+                   ("Histogram of the last score on every trial of S and of S' (a figure, not certified).",
+                    plots.histograms(result))]
     else:
         figures = [(caption, draw(result)) for caption, draw in figure_list(result)]
     return _ENV.get_template("report.html.j2").render(
@@ -103,4 +110,5 @@ def html(result: Any) -> str:
         index_columns=INDEX_COLUMNS, index_rows=index_rows(result),
         estimate_columns=ESTIMATE_COLUMNS, estimates=estimate_rows(result),
         portfolio_columns=PORTFOLIO_COLUMNS, portfolio=portfolio_rows(result),
-        conformance=conformance_rows(result))
+        conformance=conformance_rows(result),
+        anytime=anytime_sentences(result) if result.anytime else [], estimators_note=estimators_note(result))

@@ -21,7 +21,7 @@ from dpaudit.reports.text import certifying_test, tightest_claim
 if TYPE_CHECKING:
     from dpaudit.auditing.jobs.result import AuditResult, IndexResult
 
-__all__ = ["ceiling_band", "epsilon_by_index", "histograms", "privacy_profile", "roc", "to_svg"]
+__all__ = ["ceiling_band", "epsilon_by_index", "histograms", "privacy_profile", "roc", "running_bound", "to_svg"]
 
 # Applied per figure (matplotlib.rc_context): importing this module changes no global setting.
 # svg.hashsalt: marker and clip-path ids hashed from a fixed salt, so a report renders to the same bytes every time
@@ -281,6 +281,31 @@ def histograms(result: "AuditResult | dict[str, Any]") -> str:
     axes.legend(fontsize=8)
     where = f" at canary index {row.index}" if row.index is not None else ""
     axes.set_title(f"Scores on S and S'{where}")
+    return to_svg(figure)
+
+
+def running_bound(result: "AuditResult | dict[str, Any]") -> str:
+    """The certified bound of each position against trials per dataset (a step line), with the target claim."""
+    record = _typed(result).anytime
+    figure, axes = new_figure(figsize=(8.0, 3.2))
+    drawn = int(record.get("trials_drawn") or 1)
+    for key, entry in (record.get("positions") or {}).items():
+        steps = entry.get("trajectory") or []
+        xs = [1] + [int(t) for t, _ in steps] + [drawn]
+        ys = [0.0] + [float(b) for _, b in steps] + [float(entry.get("epsilon_lower_bound", 0.0))]
+        label = "certified bound" if len(record["positions"]) == 1 else f"certified bound, index {key}"
+        axes.step(xs, ys, where="post", label=label)
+    targets = {v for v in (record.get("targets") or {}).values() if v is not None and math.isfinite(v)}
+    for target in sorted(targets):
+        axes.axhline(target, color="tab:blue", linestyle=":", label="claim watched against")
+    if record.get("stopped") == "violation":
+        axes.axvline(record["stopping_trial"], color="tab:red", linestyle="--", label="first certified violation")
+    axes.set_xscale("log")
+    axes.set_xlim(1, max(drawn, 2))
+    axes.set_xlabel("trials per dataset")
+    axes.set_ylabel("epsilon >= (anytime-valid)")
+    axes.legend(loc="best", fontsize=8, frameon=False)
+    axes.set_title("The running certified bound (valid at every trial together)")
     return to_svg(figure)
 
 

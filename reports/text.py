@@ -18,11 +18,12 @@ from typing import Any
 from dpaudit.auditing.jobs.result import AuditResult, ClaimEntry, IndexResult, load_result
 from dpaudit.auditing.statistics.verdict import applicable_bounds
 from dpaudit.mechanisms.accounting.entry import REFERENCE_KINDS
+from dpaudit.reports.anytime import anytime_lines
 
 __all__ = ["BAND_WORDS", "CEILING_WORDS", "LOPSIDED", "THIN", "band_sentences", "band_text", "certifying_test",
-           "claims_rows", "conformance_lines", "conformance_rows", "estimate_rows", "gdp_sentence",
+           "claims_rows", "conformance_lines", "conformance_rows", "estimate_rows", "estimators_note", "gdp_sentence",
            "histogram_caption", "index_rows", "looks_text", "markdown", "md", "notable_sentences", "num",
-           "one_run_lines", "portfolio_rows", "reading_guide", "release_text", "reproduction_text", "roc_caption",
+           "one_run_lines", "portfolio_rows", "profile_epsilon", "reading_guide", "release_text", "reproduction_text", "roc_caption",
            "shown_params", "strongest_row", "theory_slack_sentence", "tightest_claim", "typed", "verdict_sentence"]
 
 Result = AuditResult | Mapping[str, Any]
@@ -124,6 +125,9 @@ def gdp_sentence(result: Result) -> str:
     result = typed(result)
     if result.one_run:  # a one-run audit's model-based figure is the Gaussian-pair estimate
         return str(result.one_run.get("model_based", ""))
+    if result.anytime:
+        return ("No model-based figure: the anytime-valid design certifies epsilon only, and fits no Gaussian "
+                "tradeoff to its scores.")
     emp = result.empirical
     model = emp.model_based_epsilon
     implied = (f" If the mechanism's tradeoff were exactly Gaussian, epsilon at delta = {_plain_num(emp.delta, 'g')} "
@@ -191,6 +195,10 @@ def reading_guide(result: Result) -> list[tuple[str, str]]:
         guide.append(("Per-index confidence", f"each of the {count} canary positions is certified at confidence "
                       f"{_plain_num(per_index, '.4g')}, so that all {count} statements hold together with the "
                       f"audit's confidence {_plain_num(emp.confidence, 'g')} (a union bound)."))
+    if result.anytime:
+        guide.append(("Anytime-valid", "the certified bound holds at the stated confidence at every number of "
+                      "trials together (a confidence sequence from betting e-processes, docs/theory.md 13): the audit "
+                      "may stop at the first certified violation, or watch longer, without paying for its looks."))
     if result.one_run:
         guide.append(("One run", "here the trials are canaries of one training run (or a few pooled): each was "
                       "included or not by a fair coin before training, and the test counts how often the trained "
@@ -509,6 +517,35 @@ def estimate_rows(result: Result) -> list[list[str]]:
             for e in typed(result).empirical.estimates]
 
 
+def profile_epsilon(result: Result) -> float | None:
+    """The largest epsilon of the privacy profile's grid whose certified delta exceeds the audit's delta: the
+    epsilon the profile estimator implies at that delta (None without a profile or where it implies nothing)."""
+    emp = typed(result).empirical
+    profile = next((e.record for e in emp.estimates if e.name == "profile"), None) or {}
+    implied = [float(eps) for eps, low in zip(profile.get("epsilons") or (), profile.get("delta_lower_bounds") or ())
+               if low is not None and low > emp.delta]
+    return max(implied) if implied else None
+
+
+def estimators_note(result: Result) -> str:
+    """Why the headline is the ``epsilon`` estimator even where a listed one shows more on the same trials."""
+    result = typed(result)
+    emp = result.empirical
+    headline = next((e for e in emp.estimates if e.name == "epsilon"), None)
+    if headline is None or len(emp.estimates) < 2:
+        return "Each estimator's statement holds at its own confidence."
+    note = (f"Each estimator's statement holds at its own confidence. The headline is the epsilon estimator "
+            f"({headline.method}), named before any trial was drawn.")
+    implied = profile_epsilon(result)
+    if implied is not None and implied > headline.value:
+        beta = 1 - headline.confidence
+        note += (f" The privacy profile implies more on the same trials, epsilon >= {_plain_num(implied, '.4g')} at "
+                 f"delta = {_plain_num(emp.delta, 'g')}, but taking the larger of the two after seeing both is not "
+                 f"covered by the confidence {_plain_num(headline.confidence, 'g')}: both statements hold together "
+                 f"at {_plain_num(1 - 2 * beta, 'g')} (a union bound).")
+    return note
+
+
 def portfolio_rows(result: Result) -> list[list[str]]:
     """One row per distinct test of a portfolio at a position: its calibration strength, the scores that gave
     it (``projection = gaussian = logistic`` where they tie), and which one certified.
@@ -579,6 +616,8 @@ def markdown(result: Result) -> str:
         lines[-2:-2] = one_run_lines(result)
     if result.conformance:
         lines[-2:-2] = conformance_lines(result)
+    if result.anytime:
+        lines[-2:-2] = anytime_lines(result, md)
     lines += [f"- **{md(term)}**: {md(text)}" for term, text in reading_guide(result)]
     params = ", ".join(f"{md(k)} = {md(v)}" for k, v in shown_params(mech).items())
     indices = canary.get("indices") or []
@@ -591,6 +630,9 @@ def markdown(result: Result) -> str:
               f"- score: {md(', '.join(map(str, score)) if isinstance(score, list) else score)}; "
               + (f"design: one-run, {num(result.one_run.get('canaries'), 'd')} canaries per run, "
                  f"{num(result.one_run.get('runs'), 'd')} run(s)" if result.one_run else
+                 f"design: anytime-valid, {num(audit['trials'], 'd')} trials per dataset drawn of a budget of "
+                 f"{num(audit.get('budget'), 'd')} (first chunk {num(audit.get('first_chunk'), 'd')})"
+                 if result.anytime else
                  f"trials per dataset: {num(audit['trials'], 'd')}; threshold: {md(audit['threshold'])}"), ""]
     strongest = result.empirical.index
     where = f" at the strongest canary index ({md(strongest)})" if strongest is not None else ""
@@ -605,7 +647,7 @@ def markdown(result: Result) -> str:
                     [[row[key] for key, _ in INDEX_COLUMNS] for row in index_rows(result)])
     estimates = estimate_rows(result)
     if estimates:
-        lines += ["", "## Estimators", "", "Each estimator's statement holds at its own confidence.", ""]
+        lines += ["", "## Estimators", "", md(estimators_note(result)), ""]
         lines += _table(ESTIMATE_COLUMNS, estimates)
     candidates = portfolio_rows(result)
     if candidates:

@@ -37,8 +37,8 @@ from dpaudit.auditing.statistics.verdict import compare
 from dpaudit.core.kinds import Relation
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 
-__all__ = ["METHOD_NAMES", "gaussian_pair_estimate", "one_run_estimates", "one_run_result", "relation_of",
-           "run_one_run"]
+__all__ = ["METHOD_NAMES", "distributions_of", "gaussian_pair_estimate", "one_run_estimates", "one_run_result",
+           "relation_of", "run_one_run"]
 
 METHOD_NAMES = {"fdp": "one-run f-DP (Mahloujifar et al. 2024)", "steinke": "one-run (epsilon, delta) "
                 "(Steinke et al. 2023)", "tail": "one-run tail bound (Xiang et al. 2025)"}
@@ -139,7 +139,7 @@ def one_run_result(job: OneRunJob, scores: np.ndarray, included: np.ndarray, *, 
         profile={}, estimates=entries)
     row = IndexResult(index=None, empirical=empirical, claims=judged.with_slack(claims), verdict=judged.verdict,
                       verdict_reason=judged.reason, violations=judged.violations, tightness=judged.tightness,
-                      distributions=_distributions(scores, included), ceiling=None,
+                      distributions=distributions_of(scores, included), ceiling=None,
                       theory_slack=judged.theory_slack())
     one_run = {"design": "one-run", "canaries": job.canaries, "runs": job.runs, "pooled_canaries": pooled,
                "included": int(included.sum()), "kind": job.kind, "method": headline.method,
@@ -167,8 +167,8 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def _distributions(scores: np.ndarray, included: np.ndarray) -> dict[str, Any]:
-    """The figures' histogram (S: included canaries, S': excluded) and ROC of the score (not certified)."""
+def distributions_of(scores: np.ndarray, included: np.ndarray) -> dict[str, Any]:
+    """The figures' histogram (S: ``included`` 1, S': 0) and ROC of ``scores`` (figures, not certified)."""
     edges = np.histogram_bin_edges(scores, bins=40)
     inside, outside = scores[included == 1], scores[included == 0]
     thresholds = np.quantile(scores, np.linspace(0, 1, 101))

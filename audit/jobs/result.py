@@ -223,6 +223,9 @@ class AuditResult:
     #: bound, its accountant's assumptions checked against the code and the ones the evidence points at; empty
     #: for mechanisms that state no assumptions.
     conformance: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: An anytime-valid audit's record (``audit.jobs.anytime_result``): why and when it stopped, each position's
+    #: confidence sequence and the wealth of the e-process testing the claim; empty for the other designs.
+    anytime: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def epsilon_lower_bound(self) -> float:
@@ -244,6 +247,7 @@ class AuditResult:
             **({"sequential": _plain(self.sequential)} if self.sequential else {}),
             **({"one_run": _plain(self.one_run)} if self.one_run else {}),
             **({"conformance": _plain(self.conformance)} if self.conformance else {}),
+            **({"anytime": _plain(self.anytime)} if self.anytime else {}),
         }
 
     @classmethod
@@ -271,7 +275,8 @@ class AuditResult:
                 theory_slack=dict(document.get("theory_slack") or {}),
                 sequential=dict(document.get("sequential") or {}),
                 one_run=dict(document.get("one_run") or {}),
-                conformance=dict(document.get("conformance") or {}))
+                conformance=dict(document.get("conformance") or {}),
+                anytime=dict(document.get("anytime") or {}))
         except (KeyError, TypeError) as exc:
             raise ResultError(f"not a complete dpaudit result (missing or malformed {exc})") from None
 

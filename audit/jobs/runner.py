@@ -28,6 +28,7 @@ from joblib import Parallel, delayed
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import ScoreFunction
+from dpaudit.auditing.jobs.anytime import run_anytime
 from dpaudit.auditing.jobs.assemble import assemble
 from dpaudit.auditing.jobs.backend import check_scheduler, execution_backend
 from dpaudit.auditing.jobs.fingerprint import code_version
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["RunOptions", "calibration_trials", "check_scheduler", "chunk_sizes", "run_audits", "run_configs",
            "unit_seed"]
 _SIDES = {"a": 0, "b": 1}
-_PARTS = {"cal": 0, "cert": 1}
+_PARTS = {"cal": 0, "cert": 1, "any": 2}  # "any": the anytime design's chunks (audit.jobs.anytime)
 
 
 def unit_seed(root: int, index: int, side: str, part: str, chunk: int) -> np.random.SeedSequence:
@@ -163,7 +164,7 @@ def _check_chunk(pair: CanaryPair, key: ChunkKey, trials: int, root: int, output
         released = "inf" if np.isinf(rows[row]).any() else "finite outputs"
         what = f"released {released} that score {np.asarray(scores).reshape(trials, -1)[row][0]} (certification " \
                f"needs finite scores)"
-    kind = {"cal": "calibration", "cert": "certification"}.get(part, part)
+    kind = {"cal": "calibration", "cert": "certification", "any": "anytime"}.get(part, part)
     where = f"trial {row + 1} of {trials} of the {kind} chunk {chunk} of dataset {side}"
     if mechanism.seeded:
         spawn = (index, _SIDES[side], _PARTS[part], chunk)
@@ -225,8 +226,8 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
     """
     started = time.perf_counter()
     options.check()
-    if any(getattr(job, "design", "many-runs") == "one-run" for job in jobs):
-        return _with_one_run(jobs, options)
+    if any(getattr(job, "design", "many-runs") in _OWN_RUNNERS for job in jobs):
+        return _with_designs(jobs, options)
     for job in jobs:
         check_budget(job.mechanism, len(job.pairs), job.settings, workers=options.worker_count,
                      max_memory=options.max_memory, store=options.store, fitted=job.fitted)
@@ -287,15 +288,23 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
     return [results[n] for n in range(len(plans))]
 
 
-def _with_one_run(jobs: list, options: RunOptions) -> list[AuditResult]:
-    """Run one-run audits (``audit.jobs.one_run_design``) one after the other, the others together; results in order."""
-    many = [job for job in jobs if getattr(job, "design", "many-runs") != "one-run"]
+#: Designs with a runner of their own: one-run audits (``audit.jobs.one_run_design``) and anytime-valid ones
+#: (``audit.jobs.anytime``)
+_OWN_RUNNERS = ("one-run", "anytime")
+
+
+def _with_designs(jobs: list, options: RunOptions) -> list[AuditResult]:
+    """Run the audits of :data:`_OWN_RUNNERS` one after the other, the others together; results in order."""
+    many = [job for job in jobs if getattr(job, "design", "many-runs") not in _OWN_RUNNERS]
     done = iter(run_audits(many, options) if many else [])
     results = []
     with Store(options.store) as store:
         for job in jobs:
-            if getattr(job, "design", "many-runs") == "one-run":
+            design = getattr(job, "design", "many-runs")
+            if design == "one-run":
                 results.append(run_one_run(job, store, store_path=str(options.store)))
+            elif design == "anytime":
+                results.append(run_anytime(job, store, options, _execute, _Task))
             else:
                 results.append(next(done))
     return results

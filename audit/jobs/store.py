@@ -43,7 +43,7 @@ APPLICATION_ID = 0x44504155  # "DPAU"
 STORE_SCHEMA = 1
 MEMORY = ":memory:"  # an in-memory store: chunks live as long as the Store object
 LEASE_SECONDS = 120.0
-ChunkKey = tuple[int, str, str, int]  # (canary index or 0, side "a"/"b", part "cal"/"cert", chunk)
+ChunkKey = tuple[int, str, str, int]  # (canary index or 0, side "a"/"b", part "cal"/"cert"/"any", chunk)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audits (
@@ -277,6 +277,15 @@ class Store:
         arrays = [self._decode(shape, data, (canary_index, side, part, number))
                   for number, (shape, data) in enumerate(rows)]
         return np.concatenate(arrays) if arrays else np.empty(0)
+
+    def get_chunk(self, audit_id: str, key: ChunkKey) -> np.ndarray:
+        """One stored chunk; a StoreError when it is not in the store."""
+        row = self.connection.execute(
+            "SELECT shape, data FROM chunks WHERE audit_id = ? AND canary_index = ? AND side = ? AND part = ? "
+            "AND chunk = ?", (audit_id, *key)).fetchone()
+        if row is None:
+            raise StoreError(f"{self.path}: chunk {key} of audit {audit_id} is not stored")
+        return self._decode(row[0], row[1], key)
 
     def iter_chunks(self, audit_id: str, canary_index: int, side: str, part: str) -> Iterator[np.ndarray]:
         """The chunks of one (index, side, part) in chunk order, one array at a time (bounded memory)."""

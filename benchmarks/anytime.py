@@ -1,0 +1,188 @@
+"""The anytime-valid design measured: validity on correct mechanisms, power beside check and fixed runs.
+
+Run: ``python benchmarks/anytime.py --mode validity [--seeds 200] [--budget 100000] [--only NAME ...]``
+or ``python benchmarks/anytime.py --mode power [--seeds 5] [--only NAME ...]`` (add ``--json`` for one JSON line).
+
+``validity``: each correct mechanism audited at its exact epsilon (the claim it keeps), ``--seeds`` seeds each,
+watched continuously (no futility stop) up to ``--budget`` trials per side: how many runs ever certify a
+violation, against alpha = 1 - confidence (docs/theory.md 13). The cases: the Gaussian and Laplace
+mechanisms, one DP-SGD step (``pnsgd`` with one record, one step, whole domain), and the zoo's correct
+twins (``audit.checks.zoo.variants``; randomised response among them: ``rr-wrong-flip-probability:correct``).
+
+``power``: each buggy zoo variant (and the black-box suite's violating algorithms, ``--suite``): the
+median over seeds of the trials per side to the first flag of the anytime design, of ``check``'s
+sequential design (``assert_private``'s looks over the variant's budget) and of the smallest fixed run of
+the ladder 500, 1000, 2000, ... that flags; beside them the anytime bound and the fixed-sample bound at
+``--at`` trials on the same seed, for one correct and one buggy variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from dpaudit import mechanisms
+from dpaudit.attacks.canaries import CanarySpec
+from dpaudit.auditing.checks.zoo.variants import VARIANTS, claimed_epsilon
+from dpaudit.auditing.jobs.anytime import AnytimeJob
+from dpaudit.auditing.jobs.job import make_job
+from dpaudit.auditing.jobs.runner import RunOptions, run_audits
+from dpaudit.mechanisms.accounting.claims import evaluate_claims
+
+OPTIONS = RunOptions(store=":memory:", workers=1, progress=False)
+
+
+def _pair(mech, kind=None):
+    spec = CanarySpec(kind=kind)
+    return spec.build(mech, spec.indices(mech)[-1])
+
+
+def _exact_claim(mech, pair, delta):
+    entries = evaluate_claims(mech.claims(index=pair.index), delta=delta)
+    return min(e.epsilon for e in entries if e.is_bound and e.relation == str(pair.relation))
+
+
+def correct_cases() -> dict:
+    """name -> (pair, claim): correct mechanisms at the epsilon they keep (their exact value on this pair)."""
+    delta = 1e-5
+    cases = {}
+    for name, mech, kind in (("gaussian", mechanisms.make("gaussian", sigma=2.0), "input"),
+                             ("laplace", mechanisms.make("laplace", scale=1.0), "input"),
+                             ("dp-sgd-step", mechanisms.make("pnsgd", n=1, dim=1, eta=0.5, sigma=2.0,
+                                                             domain="whole"), "gradient")):
+        pair = _pair(mech, kind)
+        cases[name] = (pair, _exact_claim(mech, pair, delta), "auto")
+    for variant in VARIANTS:
+        if not variant.buggy:
+            pair, claim_mechanism, relation = variant.build()
+            cases[variant.name] = (pair, claimed_epsilon(claim_mechanism, relation, pair.index, variant.delta),
+                                   variant.score)
+    return cases
+
+
+def anytime(pair, claim, budget, seed, score="auto", futility=True):
+    job = AnytimeJob(make_job(pair=pair, trials=budget, claimed_epsilon=claim, seed=seed, score=score),
+                     futility=futility)
+    return run_audits([job], OPTIONS)[0]
+
+
+def validity(args) -> dict:
+    out = {}
+    for name, (pair, claim, score) in correct_cases().items():
+        if args.only and name not in args.only:
+            continue
+        start, flags, bounds = time.perf_counter(), 0, []
+        for seed in range(args.seeds):
+            result = anytime(pair, claim, args.budget, seed, score, futility=False)
+            flags += result.anytime["stopped"] == "violation"
+            bounds.append(result.epsilon_lower_bound)
+        alpha = 0.05
+        # a binomial count at the nominal rate: mean seeds * alpha, its 99.9% upper quantile
+        sd = math.sqrt(args.seeds * alpha * (1 - alpha))
+        out[name] = {"claim": claim, "seeds": args.seeds, "flags": flags, "share": flags / args.seeds,
+                     "nominal_mean": args.seeds * alpha, "nominal_sd": sd,
+                     "median_bound": statistics.median(bounds), "seconds": time.perf_counter() - start}
+        print(f"{name:32s} claim {claim:.4g}: {flags}/{args.seeds} ever flagged (alpha {alpha}), median bound "
+              f"{statistics.median(bounds):.3f}, {out[name]['seconds']:.0f} s", file=sys.stderr)
+    return out
+
+
+def _fixed_flag(pair, claim, seed, score, top):
+    """The smallest fixed run of the ladder 500, 1000, ... (up to ``top``) that flags, and its bound."""
+    budget = 500
+    while budget <= top:
+        result = run_audits([make_job(pair=pair, trials=budget, seed=seed, score=score, claimed_epsilon=claim)],
+                            OPTIONS)[0]
+        if result.epsilon_lower_bound > claim:
+            return budget
+        budget *= 2
+    return None
+
+
+def _check_flag(pair, claim, seed, score, budget):
+    chunk = min(10_000, max(1_000, budget // 64))
+    job = make_job(pair=pair, trials=budget, seed=seed, score=score, claimed_epsilon=claim, sequential=True,
+                   chunk_size=chunk)
+    result = run_audits([job], OPTIONS)[0]
+    return result.sequential.get("trials_used") if result.epsilon_lower_bound > claim else None
+
+
+def power(args) -> dict:
+    out = {}
+    for variant in VARIANTS:
+        if not variant.buggy or (args.only and variant.name not in args.only):
+            continue
+        pair, claim_mechanism, relation = variant.build()
+        claim = claimed_epsilon(claim_mechanism, relation, pair.index, variant.delta)
+        rows = {"anytime": [], "check": [], "fixed": []}
+        start = time.perf_counter()
+        for seed in range(args.seeds):
+            result = anytime(pair, claim, variant.trials, seed, variant.score)
+            rows["anytime"].append(result.anytime["stopping_trial"] if result.anytime["stopped"] == "violation"
+                                   else None)
+            rows["check"].append(_check_flag(pair, claim, seed, variant.score, variant.trials))
+            rows["fixed"].append(_fixed_flag(pair, claim, seed, variant.score, variant.trials))
+        medians = {k: _median(v) for k, v in rows.items()}
+        gross = variant.true_epsilon is not None and variant.true_epsilon >= 2 * claim
+        out[variant.name] = {"claim": claim, "true_epsilon": variant.true_epsilon, "gross": gross, **rows,
+                             "median": medians, "seconds": time.perf_counter() - start}
+        ratio = (medians["anytime"] / medians["fixed"]) if medians["anytime"] and medians["fixed"] else None
+        print(f"{variant.name:28s} claim {claim:.3g} true {variant.true_epsilon or float('nan'):.3g}"
+              f"{' GROSS' if gross else ''}: median trials to flag anytime {medians['anytime']}, check "
+              f"{medians['check']}, fixed {medians['fixed']}"
+              + (f", anytime/fixed {ratio:.2f}" if ratio else ""), file=sys.stderr)
+    return out
+
+
+def _median(values):
+    """Median of the flags, a run that never flagged counting as infinite (None when half never did)."""
+    keyed = sorted(math.inf if v is None else v for v in values)
+    value = keyed[(len(keyed) - 1) // 2] if len(keyed) % 2 else (keyed[len(keyed) // 2 - 1] + keyed[len(keyed) // 2]) / 2
+    return None if math.isinf(value) else value
+
+
+def side_by_side(args) -> dict:
+    """The anytime bound at ``--at`` trials (watched without stopping) and the fixed-sample bound at the same
+    trials and seed, on the correct cases."""
+    out = {}
+    for name, (pair, claim, score) in correct_cases().items():
+        if args.only and name not in args.only:
+            continue
+        pairs = []
+        for seed in range(args.seeds):
+            any_job = AnytimeJob(make_job(pair=pair, trials=args.at, seed=seed, score=score), futility=False)
+            fixed_job = make_job(pair=pair, trials=args.at, seed=seed, score=score)
+            a, f = run_audits([any_job, fixed_job], OPTIONS)
+            pairs.append((a.epsilon_lower_bound, f.epsilon_lower_bound))
+        ratio = statistics.median(a / f for a, f in pairs if f > 0) if any(f > 0 for _, f in pairs) else None
+        out[name] = {"anytime": [a for a, _ in pairs], "fixed": [f for _, f in pairs], "median_ratio": ratio}
+        print(f"{name:32s} at {args.at}: anytime {statistics.median(a for a, _ in pairs):.3f}, fixed "
+              f"{statistics.median(f for _, f in pairs):.3f}, median ratio {ratio}", file=sys.stderr)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("validity", "power", "side-by-side"), default="validity")
+    parser.add_argument("--seeds", type=int, default=None)
+    parser.add_argument("--budget", type=int, default=100_000)
+    parser.add_argument("--at", type=int, default=100_000)
+    parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    args.seeds = args.seeds or {"validity": 200, "power": 5, "side-by-side": 3}[args.mode]
+    np.seterr(all="ignore")
+    run = {"validity": validity, "power": power, "side-by-side": side_by_side}[args.mode]
+    result = run(args)
+    if args.json:
+        print(json.dumps({"mode": args.mode, "seeds": args.seeds, "result": result}, default=str))
+
+
+if __name__ == "__main__":
+    main()

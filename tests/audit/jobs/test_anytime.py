@@ -1,0 +1,100 @@
+"""The anytime-valid design end to end (audit/jobs/anytime.py): stops, resumption, ids, the result and reports."""
+
+from __future__ import annotations
+
+import pytest
+
+import dpaudit
+from dpaudit.auditing.jobs import anytime
+from dpaudit.auditing.jobs.anytime import AnytimeJob, chunk_schedule
+from dpaudit.auditing.jobs.job import make_job
+from dpaudit.auditing.jobs.result import AuditResult
+from dpaudit.auditing.jobs.runner import RunOptions, run_audits
+from dpaudit.core.errors import ParameterError
+from dpaudit.reports.render import render
+
+MEMORY = RunOptions(store=":memory:", workers=1, progress=False)
+
+
+def _job(claim: float | None, trials: int = 20_000, seed: int = 0, **kwargs) -> AnytimeJob:
+    mechanism = dpaudit.make("laplace", scale=1.0)  # replace-one on its default canary: exactly 2-DP
+    return AnytimeJob(make_job(mechanism, trials=trials, seed=seed, claimed_epsilon=claim, score="projection"),
+                      **kwargs)
+
+
+def test_schedule_doubles_to_the_largest_chunk_and_adds_up_to_the_budget():
+    assert chunk_schedule(100, 1_000, 5_000) == [100, 100, 200, 400, 800, 1000, 1000, 1000, 400]
+    assert chunk_schedule(100, 10_000, 150) == [100, 50]
+    with pytest.raises(ParameterError, match="first"):
+        chunk_schedule(5, 1_000, 5_000)
+
+
+def test_a_violation_stops_at_its_first_certified_trial():
+    result = run_audits([_job(1.0)], MEMORY)[0]
+    record = result.anytime
+    assert result.verdict == "violation" and record["stopped"] == "violation"
+    assert record["stopping_trial"] < record["trials_drawn"] < 20_000
+    # the bound at the stopping trial is above the claim, and the trajectory says when it got there
+    steps = record["positions"]["0"]["trajectory"]
+    assert min(t for t, bound in steps if bound > 1.0) == record["stopping_trial"]
+
+
+def test_a_claim_out_of_reach_stops_for_futility_and_a_correct_one_is_not_flagged():
+    result = run_audits([_job(6.0, trials=200_000)], MEMORY)[0]
+    assert result.anytime["stopped"] == "futility" and result.anytime["trials_drawn"] < 200_000
+    assert result.verdict == "consistent" and 0 < result.epsilon_lower_bound <= 2.0
+
+
+def test_without_futility_it_watches_the_whole_budget():
+    result = run_audits([_job(6.0, trials=3_000, futility=False)], MEMORY)[0]
+    assert result.anytime["stopped"] == "budget" and result.anytime["trials_drawn"] == 3_000
+
+
+def test_killed_and_resumed_it_gets_the_same_stopping_time_and_figures(tmp_path, monkeypatch):
+    store = str(tmp_path / "store.sqlite")
+    options = RunOptions(store=store, workers=1, progress=False)
+    original, calls = anytime._step, []
+
+    def killed(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt  # killed after three chunks of the stream
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(anytime, "_step", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_audits([_job(1.2)], options)
+    monkeypatch.setattr(anytime, "_step", original)
+    resumed = run_audits([_job(1.2)], options)[0]
+    fresh = run_audits([_job(1.2)], MEMORY)[0]
+    assert resumed.timings["chunks_reused"] >= 8  # the four chunks per side drawn before the kill
+    for key in ("stopped", "stopping_trial", "trials_drawn", "positions"):
+        assert resumed.anytime[key] == fresh.anytime[key], key
+    assert resumed.epsilon_lower_bound == fresh.epsilon_lower_bound
+
+
+def test_the_budget_is_not_part_of_what_is_drawn():
+    assert _job(1.0, trials=5_000).draws_id == _job(1.0, trials=50_000).draws_id
+    assert _job(1.0, trials=5_000).audit_id != _job(1.0, trials=50_000).audit_id
+    assert _job(1.0, seed=1).draws_id != _job(1.0).draws_id
+    assert _job(1.0, first=200).draws_id != _job(1.0).draws_id
+
+
+def test_the_design_refuses_bad_settings_naming_them():
+    with pytest.raises(ParameterError, match="first"):
+        _job(1.0, first=5)
+    with pytest.raises(ParameterError, match="first"):
+        _job(1.0, trials=500, first=1_000)
+
+
+def test_result_round_trips_and_every_report_speaks_of_the_design():
+    result = run_audits([_job(1.0)], MEMORY)[0]
+    again = AuditResult.from_dict(result.to_dict())
+    assert again.anytime == result.to_dict()["anytime"]
+    markdown = render(result, "md")
+    assert "## Anytime-valid audit" in markdown and result.anytime["meaning"] in markdown
+    assert f"first certified at trial {result.anytime['stopping_trial']}" in markdown
+    assert "No model-based figure" in markdown and "mu >= 0.000 with" not in markdown
+    page = render(result, "html")
+    assert 'id="anytime"' in page and "running certified bound" in page.lower()
+    assert "e-process" in page and "failure_split" not in page
