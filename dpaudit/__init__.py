@@ -32,6 +32,7 @@ _PUBLIC = {
     "ManyRuns": "dpaudit.auditing.checks.designs",
     "OneRun": "dpaudit.auditing.checks.designs",
     "PairSearch": "dpaudit.auditing.checks.designs",
+    "Anytime": "dpaudit.auditing.checks.designs",
     "search": "dpaudit.auditing.checks.search",
     "load_result": "dpaudit.auditing.jobs.result",
     "AuditResult": "dpaudit.auditing.jobs.result",
@@ -44,7 +45,7 @@ __all__ = ["__version__", *_PUBLIC]
 
 if TYPE_CHECKING:  # pragma: no cover
     from dpaudit.auditing.checks.api import audit
-    from dpaudit.auditing.checks.designs import ManyRuns, OneRun, PairSearch
+    from dpaudit.auditing.checks.designs import Anytime, ManyRuns, OneRun, PairSearch
     from dpaudit.auditing.checks.regression import PrivacyViolation, assert_private
     from dpaudit.auditing.checks.search import search
     from dpaudit.auditing.jobs.result import AuditResult, load_result

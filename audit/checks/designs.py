@@ -8,7 +8,9 @@ the design, so a new design is one class that satisfies :class:`AuditDesign` (a 
   ``calibration_fraction``, ``threshold``; ``sequential`` looks as it goes);
 - :class:`OneRun`: one training run with ``canaries`` canaries (``runs`` pooled, ``method``, ``kind``);
 - :class:`PairSearch`: screen candidate neighbouring pairs of a function, then certify the strongest
-  (:func:`dpaudit.search`'s options).
+  (:func:`dpaudit.search`'s options);
+- :class:`Anytime`: a bound valid at every number of trials, stopping at the first certified violation
+  (``audit/jobs/anytime_design.py``, docs/theory.md 13).
 
 Each is a frozen dataclass that checks its own settings when made, naming the parameter and the value.
 What says *what* is audited (:class:`AuditTarget`) and what every design shares (:class:`AuditOptions`)
@@ -33,6 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from dpaudit.auditing.checks.search import search as search_pairs
 from dpaudit.auditing.checks.vector_pairs import RELATIONS
+from dpaudit.auditing.jobs.anytime_design import Anytime
 from dpaudit.auditing.jobs.job_designs import (
     COMMON_SETTINGS,
     MANY_RUNS_SETTINGS,
@@ -49,7 +52,7 @@ from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS
 from dpaudit.core.errors import ParameterError
 from dpaudit.core.validation import check_choice, check_int, check_real, is_real, suggestion
 
-__all__ = ["AuditDesign", "AuditOptions", "AuditTarget", "ManyRuns", "OneRun", "PairSearch",
+__all__ = ["Anytime", "AuditDesign", "AuditOptions", "AuditTarget", "ManyRuns", "OneRun", "PairSearch",
            "design_from_keywords"]
 
 
@@ -215,7 +218,7 @@ def design_from_keywords(design: AuditDesign | str = "many-runs", *, search: Map
     if not isinstance(design, str):
         if not isinstance(design, AuditDesign):
             raise ParameterError(f"design must be 'many-runs', 'one-run' or a design object with run(target, options) "
-                                 f"(dpaudit.ManyRuns, OneRun, PairSearch), got design={design!r}")
+                                 f"(dpaudit.ManyRuns, OneRun, PairSearch, Anytime), got design={design!r}")
         spelled = [name for name, value in (("search", search), ("sequential", sequential)) if value] + one_run
         if spelled or settings:
             shown = (spelled or sorted(settings))[0]
@@ -256,7 +259,7 @@ def design_from_keywords(design: AuditDesign | str = "many-runs", *, search: Map
         raise ParameterError(f"canaries, runs and one_run_method apply to design='one-run', got design={design!r}")
     if design != "many-runs":
         raise ParameterError(f"design must be 'many-runs', 'one-run' or a design object (dpaudit.ManyRuns, OneRun, "
-                             f"PairSearch), got design={design!r}")
+                             f"PairSearch, Anytime), got design={design!r}")
     unknown = sorted(set(settings) - set(MANY_RUNS_SETTINGS))
     if unknown:
         raise ParameterError(f"unknown audit setting {unknown[0]!r} (valid: {', '.join(AUDIT_DEFAULTS)})")

@@ -12,6 +12,7 @@ code base fails the whole session with probability at most ``1 - confidence``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -64,7 +65,9 @@ def dp_audit(request: pytest.FixtureRequest):
 
     def audit(mechanism, *, epsilon: float, delta: float, **kwargs: Any) -> dict[str, Any]:
         __tracebackhide__ = True  # a failure shows the violation message, not this helper
-        options = {"trials": trials, "confidence": base, **budget, **kwargs}
+        options = {"confidence": base, **budget, **kwargs}
+        if isinstance(options.get("design", "many-runs"), str):  # a design object holds its own budget
+            options.setdefault("trials", trials)
         record = {"test": request.node.nodeid, "mechanism": mechanism.label,
                   "claimed_epsilon": epsilon, "delta": delta}
         try:
@@ -74,11 +77,27 @@ def dp_audit(request: pytest.FixtureRequest):
             config.stash[_RECORDS].append(record)
             raise
         record.update(outcome="ok", epsilon_lower_bound=summary["epsilon_lower_bound"],
-                      confidence=summary["confidence"], trials=summary["trials"], score=summary["score"])
+                      confidence=summary["confidence"], trials=summary["trials"], score=summary["score"],
+                      design=summary.get("design", "many-runs"))
         config.stash[_RECORDS].append(record)
         return summary
 
     return audit
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under pytest-xdist, a worker hands its audits' records to the controller (``workeroutput``)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["dpaudit_records"] = json.dumps(session.config.stash.get(_RECORDS, []), default=str)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without it
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """The controller collects each worker's records, so the summary lists every audit of the session."""
+    records = getattr(node, "workeroutput", {}).get("dpaudit_records")
+    if records:
+        node.config.stash[_RECORDS].extend(json.loads(records))
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own failure report
@@ -91,7 +110,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         if record["outcome"] == "ok":
             terminalreporter.write_line(
                 f"ok         {record['test']}: eps >= {record['epsilon_lower_bound']:.4f} <= claimed "
-                f"{record['claimed_epsilon']:g} (delta {record['delta']:g}, confidence {record['confidence']:.4g}, "
+                f"{record['claimed_epsilon']:g} (delta {record['delta']:g}, confidence {record['confidence']:.4g}"
+                f"{', anytime-valid' if record.get('design') == 'anytime' else ''}, "
                 f"{record['trials']} trials, score {record['score']})")
         else:
             terminalreporter.write_line(f"VIOLATION  {record['test']}: {record['message']}")

@@ -12,13 +12,23 @@ import dataclasses
 from typing import Any
 
 from dpaudit.attacks.canaries import CanarySpec
-from dpaudit.auditing.checks.designs import AuditOptions, AuditTarget, ManyRuns, OneRun, design_from_keywords
+from dpaudit.auditing.checks.designs import (
+    Anytime,
+    AuditOptions,
+    AuditTarget,
+    ManyRuns,
+    OneRun,
+    design_from_keywords,
+)
 from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS
 from dpaudit.core.errors import ParameterError
 from dpaudit.core.validation import check_real
 from dpaudit.mechanisms.base import Mechanism
 
-__all__ = ["PrivacyViolation", "assert_private"]
+__all__ = ["DEFAULT_TRIALS", "PrivacyViolation", "assert_private"]
+
+#: Trials per dataset of ``assert_private``'s many-runs design when none are given
+DEFAULT_TRIALS = 100_000
 
 
 class PrivacyViolation(AssertionError):
@@ -30,8 +40,8 @@ class PrivacyViolation(AssertionError):
 
 
 def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, dataset_pair=None,
-                   canary: CanarySpec | None = None, trials: int = 100_000, confidence: float = 0.95,
-                   seed: int = 0, score: Any = None, chunk_size: int | None = None, design: str = "many-runs",
+                   canary: CanarySpec | None = None, trials: int | None = None, confidence: float = 0.95,
+                   seed: int = 0, score: Any = None, chunk_size: int | None = None, design: Any = "many-runs",
                    canaries: int | None = None, runs: int | None = None) -> dict[str, Any]:
     """Audit ``mechanism`` against the claim ``(epsilon, delta)``; raise if a violation is certified.
 
@@ -48,8 +58,8 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
     dataset_pair : (array_like, array_like), optional
         Neighbouring datasets ``(S, S')``; default: the mechanism's tightest canary
         (the first of its ``canary_kinds``) at its last position.
-    trials : int
-        Trials per dataset (10% calibrate the threshold and any fitted score).
+    trials : int, optional
+        Trials per dataset (default :data:`DEFAULT_TRIALS`; 10% calibrate the threshold and any fitted score).
     confidence : float
         A correct mechanism fails with probability at most ``1 - confidence``.
     chunk_size : int, optional
@@ -61,10 +71,13 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
     score : str, Score or list of them, optional
         A score's name, a score object, or a list of either (a portfolio, one chosen on calibration
         trials). Default ``"auto"``: every registered score that applies, one chosen on calibration trials.
-    design : {"many-runs", "one-run"}
+    design : {"many-runs", "one-run"} or Anytime
         ``"many-runs"``: a sequential ``ManyRuns`` of ``trials`` and ``chunk_size``. ``"one-run"``: ``OneRun``,
         one training run with ``canaries`` canaries (``runs`` pooled) instead of ``trials`` trainings per
-        dataset (``audit.jobs.one_run_design``); ``trials`` and ``chunk_size`` do not apply.
+        dataset (``audit.jobs.one_run_design``); ``trials`` and ``chunk_size`` do not apply. A
+        ``dpaudit.Anytime(budget=...)``: watch with a bound valid at every trial and stop at the first trial it
+        exceeds ``epsilon`` (docs/theory.md 13); its budget is its own, so ``trials`` and ``chunk_size`` are
+        not given beside it.
 
     Returns
     -------
@@ -80,6 +93,7 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
     __tracebackhide__ = True  # pytest shows the message, not this helper's frames
     epsilon = check_real("epsilon", epsilon, nonnegative=True)
     audit_design = _design(design, trials=trials, chunk_size=chunk_size, canaries=canaries, runs=runs, canary=canary)
+    trials = DEFAULT_TRIALS if trials is None else trials
     result = audit_design.run(AuditTarget(mechanism, dataset_pair=dataset_pair, canary=canary, score=score),
                               AuditOptions(delta=delta, confidence=confidence, seed=seed, claimed_epsilon=epsilon))
     bound = result.epsilon_lower_bound
@@ -93,6 +107,8 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
     }
     if not mechanism.seeded:
         summary["seeded"] = False
+    if result.anytime:
+        return _anytime_summary(summary, result, mechanism, epsilon, delta, seed, confidence, audit_design)
     if result.one_run:
         summary.update(trials=result.empirical.trials, trials_used=result.empirical.trials, design="one-run",
                        canaries=result.one_run["pooled_canaries"])
@@ -114,15 +130,39 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
     return summary
 
 
-def _design(design: str, *, trials: int, chunk_size: int | None, canaries: int | None, runs: int | None,
-            canary: Any) -> ManyRuns | OneRun:
+def _anytime_summary(summary: dict[str, Any], result: Any, mechanism: Mechanism, epsilon: float, delta: float,
+                     seed: int, confidence: float, design: Anytime) -> dict[str, Any]:
+    """The summary of an anytime-valid audit; a :class:`PrivacyViolation` when it certified one."""
+    record = result.anytime
+    summary.update(design="anytime", trials=record["trials_drawn"], budget=record["budget"],
+                   trials_used=record["stopping_trial"], stopped=record["stopped"], looks={})
+    if summary["violation"]:
+        raise PrivacyViolation(
+            f"{summary['mechanism']} is not ({epsilon:g}, {delta:g})-DP: {record['statement']} "
+            f"({summary['score']!r} score, {result.canary['kind']} canary, {result.canary['relation']}). "
+            + _rerun(mechanism, f"design=dpaudit.Anytime(budget={design.budget}, first={design.first})", seed,
+                     confidence), result)
+    return summary
+
+
+def _design(design: Any, *, trials: int | None, chunk_size: int | None, canaries: int | None, runs: int | None,
+            canary: Any) -> ManyRuns | OneRun | Anytime:
     """The design :func:`assert_private` runs: the one-run design that ``design``, ``canaries`` and ``runs``
     spell (``trials`` and ``chunk_size`` do not apply to it), else a sequential :class:`ManyRuns` whose
     chunks are ``chunk_size`` trials, by default ``trials // 64`` between 1,000 and 10,000, with its calibration
     drawn in chunks of ``dpaudit.audit``'s default size where that fits the memory budget."""
+    if isinstance(design, Anytime):
+        given = [name for name, value in (("trials", trials), ("chunk_size", chunk_size), ("canaries", canaries),
+                                          ("runs", runs)) if value is not None]
+        if given:
+            raise ParameterError(f"a design object holds its own settings: give {given[0]} to Anytime(...) "
+                                 f"(budget, first, chunk_size), not beside it")
+        return design
     if not isinstance(design, str):
-        raise ParameterError(f"assert_private takes design='many-runs' or 'one-run', got design={design!r}; audit "
-                             f"with a design object by dpaudit.audit(..., design=..., claimed_epsilon=...)")
+        raise ParameterError(f"assert_private takes design='many-runs', 'one-run' or dpaudit.Anytime(...), got "
+                             f"design={design!r}; audit with another design object by dpaudit.audit(..., design=..., "
+                             f"claimed_epsilon=...)")
+    trials = DEFAULT_TRIALS if trials is None else trials
     if design == "one-run" or canaries is not None or runs is not None:
         return design_from_keywords(design, canaries=canaries, runs=runs, canary=canary)
     calibration_chunk = None

@@ -71,9 +71,9 @@ class AuditConfig:
         self.one_run = resolved.get("one_run")
         self.title = resolved.get("title") or f"{self.mechanism.name} audit"
         try:
-            #: How the audit samples and certifies: ``ManyRuns`` from ``[audit]``, or ``OneRun`` for
-            #: ``design = "one-run"`` (``audit.jobs.job_designs``)
-            self.design: ManyRuns | OneRun = config_design(self)
+            #: How the audit samples and certifies: ``ManyRuns`` from ``[audit]``, ``OneRun`` for
+            #: ``design = "one-run"`` (``audit.jobs.job_designs``), ``Anytime`` for ``design = "anytime"``
+            self.design: Any = config_design(self)
         except ParameterError as exc:  # names the config and the key already
             raise ConfigError(str(exc)) from None
 
@@ -106,7 +106,12 @@ class AuditConfig:
         return self.job().audit_id
 
     def with_trials(self, trials: int) -> "AuditConfig":
-        """The same audit with another trial count (``--trials``; a design without trials, one run: itself)."""
+        """The same audit with another trial count (``--trials``; the anytime design's budget; a design without
+        trials, one run: itself)."""
+        if self.resolved.get("anytime") is not None:
+            resolved = copy.deepcopy(self.resolved)
+            resolved["anytime"]["budget"] = trials
+            return AuditConfig(resolved, self.source)
         if getattr(self.design, "trials", None) is None:
             return self
         resolved = copy.deepcopy(self.resolved)
@@ -302,7 +307,10 @@ def parse_config(raw: dict[str, Any], source: str = "<config>") -> list[AuditCon
         except ParameterError as exc:  # names the config and the key already
             raise ConfigError(str(exc)) from None
         resolved = _resolve(variant, source)
-        resolved["one_run"] = one_run
+        anytime = one_run is not None and one_run.get("design") == "anytime"
+        resolved["one_run"] = None if anytime else one_run
+        if anytime:
+            resolved["anytime"] = one_run
         try:
             config = AuditConfig(resolved, source)
             _check_applicable(config, variant, source)

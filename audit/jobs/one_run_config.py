@@ -4,15 +4,18 @@
 (defaults in :data:`dpaudit.auditing.jobs.one_run_design.ONE_RUN_DEFAULTS`); the
 keys of the design of many trainings (``trials``, ``threshold``, ...),
 ``[attack]`` and every ``[canary]`` key but ``kind`` are refused, naming
-them (docs/guide.md, "One training run or many"). :func:`config_design`
-turns the resolved tables into ``OneRun`` or ``ManyRuns``
-(:mod:`dpaudit.auditing.jobs.job_designs`).
+them (docs/guide.md, "One training run or many"). ``design = "anytime"``
+takes ``budget``, ``first`` and ``futility`` (docs/theory.md 13) and refuses
+``trials``, ``threshold`` and ``calibration_fraction``. :func:`config_design`
+turns the resolved tables into ``OneRun``, ``Anytime`` or ``ManyRuns``
+(:mod:`dpaudit.auditing.jobs.job_designs`, :mod:`dpaudit.auditing.jobs.anytime_design`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dpaudit.auditing.jobs.anytime_design import Anytime
 from dpaudit.auditing.jobs.job_designs import MANY_RUNS_SETTINGS, ManyRuns, OneRun, respelled
 from dpaudit.auditing.jobs.one_run_design import DESIGNS, ONE_RUN_DEFAULTS
 from dpaudit.core.errors import ParameterError
@@ -21,7 +24,10 @@ from dpaudit.core.validation import suggestion
 if TYPE_CHECKING:
     from dpaudit.auditing.jobs.config import AuditConfig
 
-__all__ = ["config_design", "one_run_keys"]
+__all__ = ["ANYTIME_KEYS", "config_design", "one_run_keys"]
+
+#: The ``[audit]`` keys of ``design = "anytime"`` (``Anytime``'s fields but ``chunk_size``, an ``[audit]`` setting)
+ANYTIME_KEYS = ("budget", "first", "futility")
 
 
 def _fail(source: str, table: str, key: str, message: str) -> ParameterError:
@@ -29,15 +35,35 @@ def _fail(source: str, table: str, key: str, message: str) -> ParameterError:
     return ParameterError(f"{source}: [{table}] {key}: {message}")
 
 
+def _anytime_keys(raw: dict[str, Any], audit: dict[str, Any], source: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``design = "anytime"``: its keys ``budget``, ``first``, ``futility`` (``chunk_size`` is the largest chunk);
+    ``trials``, ``threshold`` and ``calibration_fraction`` are refused, naming the key."""
+    for key in ("trials", "threshold", "calibration_fraction"):
+        if key in audit:
+            hint = "the budget is budget" if key == "trials" else "each chunk's test is placed on the earlier ones"
+            raise _fail(source, "audit", key, f"does not apply to design = 'anytime' ({hint}); remove it")
+    table = {"design": "anytime", **{key: audit.pop(key) for key in ANYTIME_KEYS if key in audit}}
+    return {**raw, "audit": audit}, table
+
+
 def one_run_keys(raw: dict[str, Any], source: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """``raw`` without the ``[audit]`` keys of the design (``design``, ``canaries``, ``runs``,
-    ``one_run_method``), and the one-run table (``None`` for the design of many trainings)."""
+    ``one_run_method``; ``budget``, ``first``, ``futility``), and the design's table (``None`` for the design of
+    many trainings; ``{"design": "anytime", ...}`` for the anytime-valid one)."""
     audit = dict(raw.get("audit", {}))
     design = audit.pop("design", "many-runs")
     given = {key: audit.pop(key) for key in ONE_RUN_DEFAULTS if key in audit}
-    if design not in DESIGNS:
-        raise _fail(source, "audit", "design", f"must be one of {', '.join(DESIGNS)}, got design={design!r}"
-                    f"{suggestion(design, DESIGNS) if isinstance(design, str) else ''}")
+    names = (*DESIGNS, "anytime")
+    if design not in names:
+        raise _fail(source, "audit", "design", f"must be one of {', '.join(names)}, got design={design!r}"
+                    f"{suggestion(design, names) if isinstance(design, str) else ''}")
+    elsewhere = [key for key in ANYTIME_KEYS if key in audit]
+    if elsewhere and design != "anytime":
+        raise _fail(source, "audit", elsewhere[0], "applies to design = 'anytime' only; add it or remove the key")
+    if design == "anytime":
+        if given:
+            raise _fail(source, "audit", next(iter(given)), "applies to design = 'one-run' only; remove it")
+        return _anytime_keys(raw, audit, source)
     if design == "many-runs":
         if given:
             key = next(iter(given))
@@ -60,10 +86,17 @@ def one_run_keys(raw: dict[str, Any], source: str) -> tuple[dict[str, Any], dict
     return {**raw, "audit": audit}, table
 
 
-def config_design(config: AuditConfig) -> ManyRuns | OneRun:
-    """The design object of a resolved config: ``OneRun`` from its one-run table and ``[canary] kind``, else
-    ``ManyRuns`` from ``[audit]``; errors name the config and the key."""
+def config_design(config: AuditConfig) -> ManyRuns | OneRun | Anytime:
+    """The design object of a resolved config: ``OneRun`` from its one-run table and ``[canary] kind``,
+    ``Anytime`` from its anytime table, else ``ManyRuns`` from ``[audit]``; errors name the config and the key."""
     table = config.one_run
+    anytime = config.resolved.get("anytime")
+    if anytime is not None:
+        try:
+            return Anytime(**{key: anytime[key] for key in ANYTIME_KEYS if key in anytime},
+                           chunk_size=config.audit["chunk_size"])
+        except ParameterError as exc:
+            raise ParameterError(f"{config.source}: [audit] {exc}") from None
     if table is None:
         return ManyRuns(**{key: config.audit[key] for key in MANY_RUNS_SETTINGS})
     kind = {"kind": config.canary.kind} if config.canary.kind else {}  # else the design's default

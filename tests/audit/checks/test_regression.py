@@ -64,3 +64,25 @@ def test_plugin_passes_correct_and_fails_broken_with_a_summary(pytester):
         "ok*test_correct*confidence 0.975*20000 trials*",
         "VIOLATION*test_broken*",
     ])
+
+
+ANYTIME_TESTS = """
+import dpaudit
+
+def test_correct_anytime(dp_audit):
+    # Laplace of scale 1 is exactly 2-DP for its replace-one canary
+    dp_audit(dpaudit.make("laplace", scale=1.0), epsilon=2.0, delta=0.0, design=dpaudit.Anytime(budget=4_000))
+
+def test_broken_anytime(dp_audit):
+    dp_audit(dpaudit.make("laplace", scale=1.0), epsilon=1.0, delta=0.0, design=dpaudit.Anytime(budget=20_000))
+"""
+
+
+def test_plugin_takes_the_anytime_design_and_keeps_its_summary_under_xdist(pytester):
+    pytester.makepyfile(test_any=ANYTIME_TESTS)
+    result = pytester.runpytest_subprocess("-q", "-n", "2", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*dpaudit privacy audits*"])
+    result.stdout.fnmatch_lines(["*ok*test_correct_anytime*anytime-valid*"])
+    result.stdout.fnmatch_lines(["*VIOLATION*test_broken_anytime*anytime-valid: epsilon is at least*first certified "
+                                 "at trial*"])
