@@ -98,3 +98,56 @@ def test_result_round_trips_and_every_report_speaks_of_the_design():
     page = render(result, "html")
     assert 'id="anytime"' in page and "running certified bound" in page.lower()
     assert "e-process" in page and "failure_split" not in page
+
+
+@pytest.mark.parametrize("settings, name", [
+    ({"budget": 10}, "budget"), ({"first": 5}, "first"), ({"budget": 100, "first": 200}, "first"),
+    ({"futility": "yes"}, "futility"), ({"chunk_size": 0}, "chunk_size")])
+def test_the_design_object_refuses_bad_settings_naming_them(settings, name):
+    with pytest.raises(ParameterError, match=name):
+        dpaudit.Anytime(**settings)
+
+
+def test_audit_with_the_design_object_is_the_job_it_builds():
+    mechanism = dpaudit.make("laplace", scale=1.0)
+    through_audit = dpaudit.audit(mechanism, design=dpaudit.Anytime(budget=20_000), claimed_epsilon=1.0,
+                                  score="projection")
+    direct = run_audits([_job(1.0)], MEMORY)[0]
+    assert through_audit.anytime["positions"] == direct.anytime["positions"]
+    assert through_audit.audit_id == direct.audit_id
+    with pytest.raises(ParameterError, match="estimators"):
+        dpaudit.audit(mechanism, design=dpaudit.Anytime(), estimators=[object()])
+    with pytest.raises(ParameterError, match="give trials to Anytime"):
+        dpaudit.assert_private(mechanism, epsilon=2.0, delta=0.0, trials=1_000, design=dpaudit.Anytime())
+
+
+CONFIG = """
+[mechanism]
+name = "laplace"
+scale = 1.0
+
+[attack]
+score = "projection"
+
+[audit]
+design = "anytime"
+{extra}
+"""
+
+
+def test_a_config_names_the_design_and_its_keys(tmp_path):
+    from dpaudit.auditing.jobs.config import ConfigError, load_configs  # the config loader, as the CLI uses it
+
+    path = tmp_path / "anytime.toml"
+    path.write_text(CONFIG.format(extra="budget = 3000\nfirst = 200\nfutility = false"))
+    (config,) = load_configs([str(path)])
+    assert config.design == dpaudit.Anytime(budget=3_000, first=200, futility=False)
+    result = run_audits([config.job()], MEMORY)[0]
+    assert result.anytime["stopped"] == "budget" and result.anytime["trials_drawn"] == 3_000
+    assert config.with_trials(1_000).design.budget == 1_000
+    path.write_text(CONFIG.format(extra="trials = 3000"))
+    with pytest.raises(ConfigError, match=r"\[audit\] trials: does not apply to design = 'anytime'"):
+        load_configs([str(path)])
+    path.write_text(CONFIG.format(extra="").replace('design = "anytime"', "budget = 5"))
+    with pytest.raises(ConfigError, match=r"\[audit\] budget: applies to design = 'anytime' only"):
+        load_configs([str(path)])
