@@ -60,9 +60,9 @@ def _laplace(rng, n):
 
 
 def test_correct_laplace_watched_at_its_exact_epsilon_flags_at_most_alpha():
-    seeds, total = 120, 4_000
+    seeds, total = 80, 3_000
     flags = sum(_watch(_laplace, 1.0, 0.0, seed, total).exceeded_at(1.0) is not None for seed in range(seeds))
-    # binomial(120, 0.05): mean 6; P[count > 13] < 0.003
+    # binomial(80, 0.05): mean 4; P[count > 10] < 0.003
     assert flags <= _tolerance(seeds), flags
 
 
@@ -73,8 +73,8 @@ def test_correct_gaussian_watched_at_its_exact_epsilon_flags_at_most_alpha():
     def draw(rng, n):
         return rng.normal(mu, 1.0, n), rng.normal(0.0, 1.0, n)
 
-    seeds = 120
-    flags = sum(_watch(draw, truth, delta, seed, 4_000).exceeded_at(truth) is not None for seed in range(seeds))
+    seeds = 80
+    flags = sum(_watch(draw, truth, delta, seed, 3_000).exceeded_at(truth) is not None for seed in range(seeds))
     assert flags <= _tolerance(seeds), flags
 
 
