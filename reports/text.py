@@ -316,7 +316,8 @@ def index_rows(result: Result) -> list[dict[str, str]]:
         ratio = certified / claim.epsilon if claim and _number(certified) and claim.epsilon > 0 else None
         rows.append({
             "index": "-" if row.index is None else str(row.index),
-            "epsilon": _plain_num(certified, ".4f"), "mu": _plain_num(emp.mu_lower_bound, ".4f"),
+            "epsilon": _plain_num(certified, ".4f"),
+            "mu": "n/a" if result.anytime else _plain_num(emp.mu_lower_bound, ".4f"),  # anytime fits no GDP
             "claim": str(claim.name) if claim else "none applicable",
             "claim_epsilon": _plain_num(claim.epsilon) if claim else "n/a",
             "exact": _plain_num(exact),

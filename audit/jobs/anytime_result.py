@@ -46,11 +46,15 @@ def _row(job: Any, index: int, position: Any, claims: list, trials: int) -> Inde
     scores = {side: np.concatenate(position.scores[side]) if position.scores[side] else np.zeros(1)
               for side in ("a", "b")}
     labels = np.concatenate([np.ones(scores["a"].size), np.zeros(scores["b"].size)])
+    pooled = np.concatenate([scores["a"], scores["b"]])
+    # the ROC reads larger scores as S's; oriented so, it never lies below chance only because of the score's sign
+    sign = 1.0 if np.median(scores["a"]) >= np.median(scores["b"]) else -1.0
+    figures = {"histogram": distributions_of(pooled, labels)["histogram"],
+               "roc": distributions_of(sign * pooled, labels)["roc"]}
     return IndexResult(index=position.pair.index, empirical=empirical, claims=judged.with_slack(claims),
                        verdict=judged.verdict, verdict_reason=judged.reason, violations=judged.violations,
-                       tightness=judged.tightness,
-                       distributions=distributions_of(np.concatenate([scores["a"], scores["b"]]), labels),
-                       ceiling=None, theory_slack=judged.theory_slack())
+                       tightness=judged.tightness, distributions=figures, ceiling=None,
+                       theory_slack=judged.theory_slack())
 
 
 def anytime_result(job: Any, positions: dict[int, Any], claims: dict[int, list], *, sizes: list[int], drawn: int,
