@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import copy
 import dataclasses
 import math
+import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -159,18 +161,72 @@ class Mechanism(AuditHooks, abc.ABC):
     magnitudes: ClassVar[tuple[float, float]] = (1e-100, 1e100)
 
     def __post_init__(self) -> None:
-        self.validate()
+        try:
+            self.validate()
+        except ParameterError as exc:
+            raise self._whole_rule(exc) from None
         self._check_magnitudes()
 
     def _check_magnitudes(self) -> None:
-        """Refuse a real parameter outside :attr:`magnitudes` (after :meth:`validate`, which has its own rules)."""
+        """Refuse a real parameter outside :attr:`magnitudes` (after :meth:`validate`, which has its own rules),
+        the message stating the parameter's whole rule (:meth:`_real_rule`)."""
         low, high = self.magnitudes
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if isinstance(value, (float, np.floating)) and math.isfinite(value) and value != 0 \
                     and not low <= abs(value) <= high:
-                raise ParameterError(f"{field.name} must be 0 or between {low:g} and {high:g} in magnitude (an "
-                                     f"audit's float64 arithmetic overflows beyond), got {field.name}={value!r}")
+                raise ParameterError(f"{field.name} must be {self._real_rule(field.name)}, got "
+                                     f"{field.name}={value!r}")
+
+    def _real_rule(self, name: str, *, zero: bool | None = None, negative: bool | None = None) -> str:
+        """The whole rule of the real parameter ``name``: its sign (from :meth:`validate`, probed where not given)
+        and :attr:`magnitudes`, worded the same whichever side a value fails on.
+
+        Parameters
+        ----------
+        name : str
+            The parameter.
+        zero, negative : bool, optional
+            Whether :meth:`validate` accepts 0 and negative values (probed on a copy when ``None``).
+
+        Returns
+        -------
+        str
+            E.g. ``"> 0 and between 1e-100 and 1e+100 (an audit's float64 arithmetic overflows beyond)"``.
+        """
+        low, high = self.magnitudes
+        zero = self._accepts(name, 0.0) if zero is None else zero
+        negative = self._accepts(name, -1.0) if negative is None else negative
+        span = f"between {low:g} and {high:g}{' in magnitude' if negative else ''}"
+        sign = ("0 or " if zero else "nonzero and ") if negative else ("0 or " if zero else "> 0 and ")
+        return f"{sign}{span} (an audit's float64 arithmetic overflows beyond)"
+
+    def _accepts(self, name: str, value: float) -> bool:
+        """Whether :meth:`validate` lets ``name`` take ``value`` (on a copy; a refusal of another parameter, or of
+        the combination, counts as accepted)."""
+        probe = copy.copy(self)
+        object.__setattr__(probe, name, value)
+        try:
+            probe.validate()
+        except ParameterError as exc:
+            return not str(exc).startswith(f"{name} must be")
+        except Exception:  # noqa: BLE001 - a probe that fails otherwise says nothing about the sign
+            return True
+        return True
+
+    def _whole_rule(self, exc: ParameterError) -> ParameterError:
+        """``exc``, or for a real parameter's sign rule (``check_real``'s "must be > 0" or ">= 0") the same
+        refusal stating the whole rule, as :meth:`_check_magnitudes` words it."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name, None)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+                continue
+            match = re.fullmatch(rf"{re.escape(field.name)} must be (> 0|>= 0), got {re.escape(field.name)}=(.*)",
+                                 str(exc))
+            if match:
+                rule = self._real_rule(field.name, zero=match.group(1) == ">= 0", negative=False)
+                return ParameterError(f"{field.name} must be {rule}, got {field.name}={match.group(2)}")
+        return exc
 
     # -- contract ------------------------------------------------------
     @abc.abstractmethod

@@ -15,6 +15,7 @@ table, the key and the value.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import math
 import numbers
@@ -28,8 +29,8 @@ from dpaudit.attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
 from dpaudit.attacks.scores import AUTO, SCORES
 from dpaudit.auditing.jobs.job import AuditJob
 from dpaudit.auditing.jobs.job_designs import AuditOptions, ManyRuns, OneRun
-from dpaudit.auditing.jobs.one_run_config import config_design, one_run_keys
-from dpaudit.auditing.jobs.one_run_design import OneRunJob
+from dpaudit.auditing.jobs.one_run_config import ANYTIME_KEYS, config_design, one_run_keys
+from dpaudit.auditing.jobs.one_run_design import ONE_RUN_DEFAULTS, OneRunJob
 from dpaudit.auditing.statistics.budget import MAX_SWEEP, Estimate
 from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS, check_setting
 from dpaudit.core.errors import ParameterError
@@ -273,6 +274,7 @@ def _expand_sweep(raw: dict[str, Any], source: str) -> list[tuple[dict[str, Any]
         table = table or "mechanism"
         if table not in ("mechanism", "canary", "attack", "audit"):
             raise _fail(source, "sweep", key, "must name a mechanism parameter or table.key")
+        _check_swept_key(raw, table, name, key, source)
         keys.append((table, name))
         lists.append(values)
     combinations = math.prod(len(values) for values in lists)
@@ -288,6 +290,24 @@ def _expand_sweep(raw: dict[str, Any], source: str) -> list[tuple[dict[str, Any]
         label = ", ".join(f"{key}={value}" for key, value in zip(sweep, values))
         combos.append((variant, label))
     return combos
+
+
+def _check_swept_key(raw: dict[str, Any], table: str, name: str, key: str, source: str) -> None:
+    """Refuse a ``[sweep]`` key that names no key of its table, naming ``[sweep]`` (the table's own check would
+    blame the table the key was swept into)."""
+    if table == "mechanism":
+        mechanism = raw.get("mechanism", {}).get("name")
+        registered = mechanisms.registered()
+        if mechanism not in registered:
+            return  # [mechanism] name is refused on its own
+        valid = sorted(field.name for field in dataclasses.fields(registered[mechanism]))
+        what = f"no parameter of mechanism {mechanism!r}"
+    else:
+        valid = list({"canary": (*CANARY_DEFAULTS, *SCHEDULE_KEYS), "attack": tuple(ATTACK_DEFAULTS),
+                      "audit": (*AUDIT_DEFAULTS, "design", *ONE_RUN_DEFAULTS, *ANYTIME_KEYS)}[table])
+        what = f"no key of [{table}]"
+    if name not in valid:
+        raise _fail(source, "sweep", key, f"names {what} (valid: {', '.join(valid)}){suggestion(name, valid)}")
 
 
 def parse_config(raw: dict[str, Any], source: str = "<config>") -> list[AuditConfig]:

@@ -210,8 +210,16 @@ def dataset_pair_relation(first: Any, second: Any) -> Relation:
     Raises
     ------
     ParameterError
-        When the sizes differ by more than one record (no neighbouring relation relates them).
+        When the records have different widths, the datasets are the same, or the sizes differ by more than
+        one record (no neighbouring relation relates them).
     """
+    shapes = (first.records.shape, second.records.shape)
+    if shapes[0][1] != shapes[1][1]:
+        raise ParameterError(f"dataset_pair must hold records of one width: S has shape {shapes[0]} and S' has "
+                             f"shape {shapes[1]}")
+    if _same_dataset(first, second):
+        raise ParameterError(f"dataset_pair: S and S' are the same dataset (shape {shapes[0]}), nothing to tell "
+                             f"apart; give datasets that differ in one record")
     sizes = (first.n, second.n)
     if sizes[0] == sizes[1]:
         return Relation.REPLACE_ONE
@@ -219,6 +227,15 @@ def dataset_pair_relation(first: Any, second: Any) -> Relation:
         return Relation.ADD_REMOVE
     raise ParameterError(f"dataset_pair must be neighbouring: as many records in both (replace-one) or one "
                          f"more in one (add/remove), got {sizes[0]} and {sizes[1]} records")
+
+
+def _same_dataset(first: Any, second: Any) -> bool:
+    """True when two datasets hold the same records, injected gradients and scheduled gradients."""
+    def same(a: Mapping[int, np.ndarray], b: Mapping[int, np.ndarray]) -> bool:
+        return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+    return (first.records.shape == second.records.shape and np.array_equal(first.records, second.records)
+            and same(first.injected, second.injected) and same(first.scheduled, second.scheduled))
 
 
 def _canary_spec(canary: CanarySpec | Mapping[str, Any] | None, index: Any) -> CanarySpec:

@@ -29,7 +29,7 @@ from joblib import Parallel, delayed
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import ScoreFunction
 from dpaudit.auditing.jobs.anytime import run_anytime
-from dpaudit.auditing.jobs.assemble import assemble
+from dpaudit.auditing.jobs.assemble import assemble, claim_entries
 from dpaudit.auditing.jobs.backend import check_scheduler, execution_backend
 from dpaudit.auditing.jobs.fingerprint import code_version
 from dpaudit.auditing.jobs.job import AuditJob
@@ -41,8 +41,10 @@ from dpaudit.auditing.jobs.store_source import store_sources
 from dpaudit.auditing.statistics.budget import check_budget
 from dpaudit.auditing.statistics.portfolio import Candidate, choose_score
 from dpaudit.auditing.statistics.sequential import Looks, plan_looks
+from dpaudit.auditing.statistics.verdict import compare
 from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms import tiles
+from dpaudit.mechanisms.accounting.entry import NEEDS_POSITIVE_DELTA
 from dpaudit.mechanisms.models.progress import training_progress
 
 if TYPE_CHECKING:
@@ -334,7 +336,42 @@ def run_configs(configs: list, options: RunOptions, *, sequential: bool = False)
     options.check()
     for config in configs:
         config.check_budget(workers=options.worker_count, max_memory=options.max_memory, store=options.store)
-    return run_audits([config.job(sequential=sequential) for config in configs], options)
+    jobs = [config.job(sequential=sequential) for config in configs]
+    for config, job in zip(configs, jobs):
+        _check_judgeable_at_zero(job, config.source)
+    return run_audits(jobs, options)
+
+
+def _check_judgeable_at_zero(job: AuditJob | object, source: str) -> None:
+    """Refuse, before any trial, a many-runs audit at ``delta = 0`` that no claim could judge: every claim of the
+    mechanism for the canary's relation needs delta > 0 (``NEEDS_POSITIVE_DELTA``) and none is given with the
+    audit. Such an audit would end inconclusive after all its trials (``dpaudit run`` and ``check`` only).
+
+    Parameters
+    ----------
+    job : AuditJob
+        The audit a config builds (another design's job is left alone).
+    source : str
+        The config file, named in the message.
+
+    Raises
+    ------
+    ParameterError
+        One line naming ``[audit] delta`` and the claims that need delta > 0.
+    """
+    if not isinstance(job, AuditJob) or getattr(job, "design", "many-runs") != "many-runs" \
+            or job.settings.delta != 0 or job.claimed_epsilon is not None:
+        return
+    for pair in job.pairs:
+        claims = claim_entries(job.mechanism, pair.index, 0.0, pair)
+        if compare(0.0, claims, pair.relation).tightest is not None:
+            continue
+        at_zero = list(dict.fromkeys(c.name for c in claims
+                                     if c.reason == NEEDS_POSITIVE_DELTA and str(c.relation) == str(pair.relation)))
+        if at_zero:
+            raise ParameterError(
+                f"{source}: [audit] delta = 0: every claim of {job.mechanism.label} for the {pair.relation} relation "
+                f"needs delta > 0 ({', '.join(at_zero)}), so none could judge the audit; set delta > 0 (e.g. 1e-5)")
 
 
 def _part_sizes(plan: _Plan, part: str) -> list[int]:

@@ -37,7 +37,7 @@ import numpy as np
 
 from dpaudit.core.errors import DPAuditError
 
-__all__ = ["ChunkKey", "LEASE_SECONDS", "MEMORY", "Store", "StoreError", "STORE_SCHEMA", "new_owner"]
+__all__ = ["ChunkKey", "LEASE_SECONDS", "MEMORY", "Store", "StoreError", "STORE_SCHEMA", "check_location", "new_owner"]
 
 APPLICATION_ID = 0x44504155  # "DPAU"
 STORE_SCHEMA = 1
@@ -104,6 +104,28 @@ def _check_location(path: Path) -> None:
                              f"make it writable or choose another --store")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise StoreError(f"store {path}: directory {directory} is read-only (SQLite writes its journal there)")
+
+
+def check_location(path: str | Path) -> None:
+    """Refuse a store that cannot be used, before any work (``dpaudit run`` checks ``--store`` first).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The store file (``":memory:"`` is always usable).
+
+    Raises
+    ------
+    StoreError
+        The message of :class:`Store` for the same path: a missing or read-only directory, a directory, an
+        unreadable or read-only file, a file that is not a store.
+    """
+    if str(path) == MEMORY:
+        return
+    path = Path(path)
+    _check_location(path)
+    if path.exists() and path.stat().st_size > 0:
+        _validate(path)
 
 
 def _create(path: Path) -> None:

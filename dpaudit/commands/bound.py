@@ -32,13 +32,13 @@ def parse_assignments(pairs: list[str] | None) -> dict[str, Any]:
 
 
 def _check_level(name: str, value: float | None, *, upper_open: bool) -> None:
+    """Refuse ``--delta`` outside [0, 1), the rule of ``[audit] delta`` in ``run`` and ``audit``
+    (``audit.statistics.settings``; claims that need delta > 0 say so), or ``--epsilon`` outside [0, inf)."""
     if value is None:
         return
     if not math.isfinite(value) or value < 0 or (upper_open and value >= 1):
-        allowed = "(0, 1)" if upper_open else "[0, inf)"
-        raise UsageError(f"--{name} must be in {allowed}, got {name}={value}")
-    if upper_open and value == 0:
-        raise UsageError(f"--{name} must be in (0, 1), got {name}={value}")
+        allowed = "[0, 1)" if upper_open else "[0, inf)"
+        raise UsageError(f"--{name} must be a number in {allowed}, got {name}={value}")
 
 
 def bound_document(mech, *, delta: float | None, epsilon: float | None, index: str | None) -> dict[str, Any]:

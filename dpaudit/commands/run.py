@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dpaudit.commands.common import EXIT_OK, EXIT_VIOLATION, count, emit_json
+from dpaudit.commands.common import EXIT_OK, EXIT_VIOLATION, UsageError, count, emit_json
 
 if TYPE_CHECKING:
     from dpaudit.auditing.jobs.result import AuditResult
@@ -33,15 +34,42 @@ def _summary(results: list["AuditResult"]) -> None:
                       + (f"; without looks (dpaudit run): {same}" if same else "") + "\n")
 
 
-def _write_outputs(documents: list["AuditResult"], out: str) -> list[str]:
+def check_out(out: str) -> None:
+    """Refuse ``--out`` before any work: a file where the folder should be, or a folder that cannot be written.
+
+    Parameters
+    ----------
+    out : str
+        The folder for the reports (created with its parents when the audits are done).
+
+    Raises
+    ------
+    UsageError
+        One line naming ``--out``, the path and why.
+    """
+    directory = Path(out)
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"--out {out}: a file, not a directory; name a folder for the reports")
+    existing = next(parent for parent in (directory, *directory.absolute().parents) if parent.exists())
+    if not existing.is_dir():
+        raise UsageError(f"--out {out}: {existing} is a file, not a directory; name a folder for the reports")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out}: directory {existing} is read-only; make it writable or choose another --out")
+
+
+def _write_outputs(documents: list["AuditResult"], out: str, store: str) -> list[str]:
     # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
     from dpaudit.reports.render import write_all
 
     directory = Path(out)
-    directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for doc in documents:
-        written.extend(str(p) for p in write_all(doc, directory))
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for doc in documents:
+            written.extend(str(p) for p in write_all(doc, directory))
+    except OSError as exc:  # checked before the audits, but the folder may have changed since
+        raise UsageError(f"--out {out}: cannot write the reports ({exc.strerror or exc}); the results are in the "
+                         f"store {store} (dpaudit report ID --store {store})") from None
     return written
 
 
@@ -49,6 +77,7 @@ def _run(args: argparse.Namespace, *, check: bool) -> int:
     # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
     from dpaudit.auditing.jobs.config import load_configs
     from dpaudit.auditing.jobs.runner import RunOptions, run_configs
+    from dpaudit.auditing.jobs.store import check_location
     from dpaudit.auditing.statistics.budget import parse_size
     from dpaudit.auditing.statistics.verdict import combine
 
@@ -58,11 +87,14 @@ def _run(args: argparse.Namespace, *, check: bool) -> int:
                          scheduler=args.scheduler, progress=show_progress, max_memory=max_memory,
                          verbose=args.verbose)
     options.check()  # a bad backend or an unreachable scheduler fails before configs are read
+    if args.out:
+        check_out(args.out)  # where the reports go is known before the first trial
+    check_location(args.store)
     configs = load_configs(args.configs)
     if args.trials is not None:
         configs = [config.with_trials(args.trials) for config in configs]
     documents = run_configs(configs, options, sequential=check)
-    written = _write_outputs(documents, args.out) if args.out else []
+    written = _write_outputs(documents, args.out, args.store) if args.out else []
     if not args.quiet:
         _summary(documents)
         for path in written:

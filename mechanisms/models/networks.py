@@ -60,6 +60,13 @@ def build_model(name: str | Callable[[int, int], nn.Module], features: int, clas
         torch.manual_seed(seed)
         try:
             model = name(features, classes)
+        except MemoryError:
+            raise
+        except Exception as exc:  # the user's code failed: a bad input, named, not an internal error
+            label = str(name) if isinstance(name, str) else getattr(name, "__qualname__", repr(name))
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise ParameterError(f"model: the factory {label!r} raised {type(exc).__name__}"
+                                 f"{': ' + detail if detail else ''}") from exc
         finally:
             torch.random.set_rng_state(generator_state)
         if not isinstance(model, nn.Module):

@@ -141,7 +141,8 @@ SMALL = {"dp-sgd": {"n": 10, "batch_size": 2, "steps": 5}, "dp-lssgd": {"n": 10,
 @pytest.mark.parametrize("name", sorted(mechanisms.registered()))
 def test_delta_zero_on_every_mechanism_gives_a_result_or_one_line(name, tmp_path, capsys, sampled):
     """delta = 0 is a valid setting: every mechanism's audit at delta 0 gives a result, its claims that need
-    delta > 0 listed as not applicable with the reason, through dpaudit.audit and dpaudit run alike."""
+    delta > 0 listed as not applicable with the reason, through dpaudit.audit and dpaudit run alike; dpaudit run
+    refuses before any trial (one line) an audit whose every claim for the canary's relation needs delta > 0."""
     from dpaudit.mechanisms.accounting.entry import NEEDS_POSITIVE_DELTA
 
     params = SMALL.get(name, {})
@@ -155,15 +156,21 @@ def test_delta_zero_on_every_mechanism_gives_a_result_or_one_line(name, tmp_path
     needs = [claim for claim in result.claims if claim.reason == NEEDS_POSITIVE_DELTA]
     assert all(not claim.applicable and claim.epsilon is None for claim in needs)
     relation = result.canary["relation"]  # the verdict compares the claims of the canary's relation only
-    if any(c.relation == relation for c in needs) and not any(c.is_bound and c.relation == relation
-                                                              for c in result.claims):
+    unjudged = any(c.relation == relation for c in needs) and not any(c.is_bound and c.relation == relation
+                                                                      for c in result.claims)
+    if unjudged:
         assert result.verdict == "inconclusive", result.verdict
         assert "need" in result.verdict_reason and "delta > 0" in result.verdict_reason, result.verdict_reason
     config = tmp_path / "zero.toml"
     keys = "".join(f"{k} = {repr(v) if isinstance(v, str) else _toml(v)}\n" for k, v in params.items())
     config.write_text(f'[mechanism]\nname = "{name}"\n{keys}[audit]\ndelta = 0\ntrials = {BASE_TRIALS}\n')
+    before = len(sampled)
     code = main(["run", str(config), "--store", str(tmp_path / "s.sqlite"), "--workers", "1", "--quiet", "--json"])
     out, err = capsys.readouterr()
+    if unjudged:  # dpaudit run refuses, before any trial, an audit no claim could judge (issue 73)
+        assert code == 2 and len(sampled) == before and out == "", err
+        assert err.count("\n") == 1 and "[audit] delta = 0" in err and "needs delta > 0" in err, err
+        return
     assert code == 0, err
     document = json.loads(out)
     assert document["empirical"]["delta"] == 0 and document["empirical"]["epsilon_lower_bound"] >= 0

@@ -12,10 +12,13 @@ from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms import Dataset, make
 from dpaudit.mechanisms.registry import register
 
+#: the rest of a positive real parameter's rule (mechanisms.base.Mechanism._real_rule)
+WHOLE = "and between 1e-100 and 1e+100 (an audit's float64 arithmetic overflows beyond)"
+
 
 @pytest.mark.parametrize("name, params, message", [
-    ("pnsgd", {"sigma": -1.0}, "sigma must be > 0, got sigma=-1.0"),
-    ("pnsgd", {"eta": 0}, "eta must be > 0, got eta=0.0"),
+    ("pnsgd", {"sigma": -1.0}, f"sigma must be > 0 {WHOLE}, got sigma=-1.0"),
+    ("pnsgd", {"eta": 0}, f"eta must be > 0 {WHOLE}, got eta=0.0"),
     ("pnsgd", {"n": 0}, "n must be >= 1, got n=0"),
     ("pnsgd", {"n": 2.5}, "n must be an integer, got n=2.5"),
     ("pnsgd", {"variant": "fast"}, "variant must be one of 'plain', 'skip', 'stop', got variant='fast'"),
@@ -33,8 +36,9 @@ from dpaudit.mechanisms.registry import register
     ("projected-kernel", {"contraction": 1.5}, "contraction must be <= 1.0, got contraction=1.5"),
     ("dp-sgd", {"n": 5, "batch_size": 6}, "batch_size must be <= n=5, got batch_size=6"),
     ("dp-sgd", {"sampling": "shuffled"}, "sampling must be one of"),
-    ("dp-lssgd", {"smoothing": -0.5}, "smoothing must be >= 0, got smoothing=-0.5"),
-    ("shuffled-rr", {"epsilon0": 0.0}, "epsilon0 must be > 0, got epsilon0=0.0"),
+    ("dp-lssgd", {"smoothing": -0.5}, "smoothing must be 0 or between 1e-100 and 1e+100 (an audit's float64 "
+                                      "arithmetic overflows beyond), got smoothing=-0.5"),
+    ("shuffled-rr", {"epsilon0": 0.0}, f"epsilon0 must be > 0 {WHOLE}, got epsilon0=0.0"),
     ("gaussian", {"sigma": True}, "sigma must be a real number, got sigma=True"),
     ("laplace", {"scale": "1"}, "scale must be a real number, got scale='1'"),
 ])

@@ -12,6 +12,9 @@ from dpaudit.auditing.jobs.config import ConfigError, load_configs, parse_config
 from dpaudit.cli import main
 from tests.audit.conftest import SMALL
 
+#: the rest of a positive real parameter's rule (mechanisms.base.Mechanism._real_rule)
+WHOLE = "and between 1e-100 and 1e+100 (an audit's float64 arithmetic overflows beyond)"
+
 REPO = Path(__file__).resolve().parents[3]
 
 BROKEN = [
@@ -20,7 +23,7 @@ BROKEN = [
     ("[mechanism]\nname = 'pnsgd'\n[audit]\nconfidence = 0\n", "[audit] confidence: must be a number in [0.5, 1)"),
     ("[mechanism]\nname = 'pnsgd'\n[audit]\nthreshold = 'best'\n", "[audit] threshold: must be one of 'split', 'union'"),
     ("[mechanism]\nname = 'pnsgd'\n[audit]\nchunksize = 5\n", "[audit] chunksize: unknown key"),
-    ("[mechanism]\nname = 'pnsgd'\nsigma = -1.0\n", "[mechanism] sigma must be > 0, got sigma=-1.0"),
+    ("[mechanism]\nname = 'pnsgd'\nsigma = -1.0\n", f"[mechanism] sigma must be > 0 {WHOLE}, got sigma=-1.0"),
     ("[mechanism]\nname = 'pnsgd'\nsigm = 1.0\n", "[mechanism] unknown parameter 'sigm'"),
     ("[mechanism]\nname = 'psgd'\n", "[mechanism] mechanism must be one of"),
     ("[mechanism]\nn = 3\n", "[mechanism] name: missing"),
@@ -30,7 +33,7 @@ BROKEN = [
     ("[mechanism]\nname = 'pnsgd'\n[attack]\nscore = 'oracle'\n", "[attack] score: must be one of projection"),
     ("[mechanism]\nname = 'pnsgd'\n[mechanisms]\nx = 1\n", "unknown table or key 'mechanisms'"),
     ("[mechanism]\nname = 'pnsgd'\n[sweep]\nsigma = 2.0\n", "[sweep] sigma: must be a non-empty list, got sigma=2.0"),
-    ("[mechanism]\nname = 'pnsgd'\n[sweep]\nsigma = [1.0, -2.0]\n", "[mechanism] sigma must be > 0, got sigma=-2.0"),
+    ("[mechanism]\nname = 'pnsgd'\n[sweep]\nsigma = [1.0, -2.0]\n", f"[mechanism] sigma must be > 0 {WHOLE}, got sigma=-2.0"),
     ("title = 3\n[mechanism]\nname = 'pnsgd'\n", "title must be a string, got title=3"),
     ("[mechanism\nname = 'pnsgd'\n", "not valid TOML"),
     ("mechanism = 'pnsgd'\n", "mechanism must be a table [mechanism]"),

@@ -48,7 +48,7 @@ def test_a_pair_of_different_sizes_is_add_remove_and_the_callers_claim_judges_it
 
 def test_pair_sizes_decide_the_relation():
     one, two, three = (Dataset(np.zeros((n, 1))) for n in (1, 2, 3))
-    assert dataset_pair_relation(one, one) == "replace-one"
+    assert dataset_pair_relation(one, Dataset(np.ones((1, 1)))) == "replace-one"  # (one, one) is no pair
     assert dataset_pair_relation(two, one) == dataset_pair_relation(one, two) == "add-remove"
     with pytest.raises(ParameterError, match="got 1 and 3 records"):
         dataset_pair_relation(one, three)

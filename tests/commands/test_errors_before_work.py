@@ -1,0 +1,121 @@
+"""Every failure before the work, or named (issue 73): each case is refused before the first trial
+(``Mechanism.sample`` is never called) with one line naming the argument or the table."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import dpaudit
+from dpaudit.cli import main
+from dpaudit.core.errors import ParameterError
+from dpaudit.mechanisms.base import Mechanism
+
+GAUSSIAN = '[mechanism]\nname = "gaussian"\n[audit]\ntrials = 400\n'
+
+
+@pytest.fixture
+def no_sampling(monkeypatch):
+    """Fail the test if any mechanism samples."""
+    def refuse(self, *args, **kwargs):
+        raise AssertionError(f"{type(self).__name__} sampled before the refusal")
+
+    monkeypatch.setattr(Mechanism, "sample", refuse)
+
+
+def _run(tmp_path, text: str, *extra: str, store: str | None = None) -> int:
+    config = tmp_path / "c.toml"
+    config.write_text(text)
+    return main(["run", str(config), "--store", store or str(tmp_path / "s.sqlite"), "--workers", "1", "--quiet",
+                 *extra])
+
+
+def _one_line(capsys) -> str:
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "Traceback" not in err and "internal error" not in err, err
+    return err
+
+
+def test_out_naming_a_file_is_refused_before_the_audit(tmp_path, capsys, no_sampling):
+    existing = tmp_path / "report.txt"
+    existing.write_text("")
+    assert _run(tmp_path, GAUSSIAN, "--out", str(existing)) == 2
+    assert f"--out {existing}: a file, not a directory" in _one_line(capsys)
+    assert _run(tmp_path, GAUSSIAN, "--out", str(existing / "reports")) == 2
+    assert f"--out {existing / 'reports'}: {existing} is a file, not a directory" in _one_line(capsys)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_out_in_a_read_only_folder_is_refused_before_the_audit(tmp_path, capsys, no_sampling):
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        assert _run(tmp_path, GAUSSIAN, "--out", str(folder / "reports")) == 2
+        assert f"--out {folder / 'reports'}: directory {folder} is read-only" in _one_line(capsys)
+    finally:
+        folder.chmod(0o755)
+
+
+def test_store_that_cannot_be_used_is_refused_before_the_configs(tmp_path, capsys, no_sampling):
+    not_a_store = tmp_path / "notes.sqlite"
+    not_a_store.write_text("not sqlite")
+    assert _run(tmp_path, GAUSSIAN, store=str(not_a_store)) == 2
+    assert "choose another --store" in _one_line(capsys)
+    assert _run(tmp_path, GAUSSIAN, store=str(tmp_path / "missing" / "s.sqlite")) == 2
+    assert "does not exist; create it or choose another --store" in _one_line(capsys)
+
+
+def test_a_model_factory_that_raises_is_a_user_error(tmp_path, capsys, no_sampling):
+    (tmp_path / "net.py").write_text("def factory(features, classes):\n    raise RuntimeError('no such layer')\n")
+    text = '[mechanism]\nname = "model"\nmodel = "net.py:factory"\ndata = "iris"\nsteps = 2\nbatch_size = 8\n'
+    assert _run(tmp_path, text) == 2
+    err = _one_line(capsys)
+    assert "[mechanism] model: the factory 'net.py:factory' raised RuntimeError: no such layer" in err
+
+
+def test_bound_accepts_delta_zero_like_run_and_audit(capsys):
+    assert main(["bound", "gaussian", "--delta", "0"]) == 0
+    assert "needs delta > 0" in capsys.readouterr().out
+    assert main(["bound", "laplace", "--delta", "0"]) == 0
+    assert "laplace-exact                         epsilon=1 " in capsys.readouterr().out
+    assert main(["bound", "gaussian", "--delta", "1"]) == 2
+    assert "--delta must be a number in [0, 1), got delta=1.0" in _one_line(capsys)
+
+
+def test_run_at_delta_zero_with_no_claim_that_applies_is_refused_before_sampling(tmp_path, capsys, no_sampling):
+    assert _run(tmp_path, GAUSSIAN + "delta = 0\n") == 2
+    err = _one_line(capsys)
+    assert ("[audit] delta = 0: every claim of gaussian for the replace-one relation needs delta > 0 "
+            "(gaussian-exact)") in err
+
+
+def test_an_unknown_sweep_key_names_sweep(tmp_path, capsys, no_sampling):
+    assert _run(tmp_path, GAUSSIAN + '[sweep]\nsigmaa = [1.0, 2.0]\n') == 2
+    err = _one_line(capsys)
+    assert "[sweep] sigmaa: names no parameter of mechanism 'gaussian'" in err and "did you mean 'sigma'?" in err
+    assert _run(tmp_path, GAUSSIAN + '[sweep]\n"audit.trial" = [400, 800]\n') == 2
+    assert "[sweep] audit.trial: names no key of [audit]" in _one_line(capsys)
+
+
+@pytest.mark.parametrize("pair, message", [
+    ((np.zeros((10, 1)), np.zeros((10, 2))),
+     "dataset_pair must hold records of one width: S has shape (10, 1) and S' has shape (10, 2)"),
+    ((np.ones((3, 1)), np.ones((3, 1))),
+     "dataset_pair: S and S' are the same dataset (shape (3, 1)), nothing to tell apart"),
+])
+def test_dataset_pairs_that_are_no_neighbours_are_refused(pair, message, no_sampling):
+    with pytest.raises(ParameterError) as info:
+        dpaudit.audit(dpaudit.make("gaussian"), dataset_pair=pair, trials=400)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("sigma", [0.0, -1.0, 1e-300, 1e300])
+def test_one_parameter_one_rule_whichever_side_fails(sigma, tmp_path, capsys, no_sampling):
+    rule = "sigma must be > 0 and between 1e-100 and 1e+100 (an audit's float64 arithmetic overflows beyond)"
+    with pytest.raises(ParameterError, match=r"^sigma must be > 0 and between 1e-100 and 1e\+100 "):
+        dpaudit.make("gaussian", sigma=sigma)
+    assert _run(tmp_path, f'[mechanism]\nname = "gaussian"\nsigma = {sigma!r}\n') == 2
+    assert f"[mechanism] {rule}, got sigma={sigma!r}" in _one_line(capsys)
