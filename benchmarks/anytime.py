@@ -9,11 +9,15 @@ violation, against alpha = 1 - confidence (docs/theory.md 13). The cases: the Ga
 mechanisms, one DP-SGD step (``pnsgd`` with one record, one step, whole domain), and the zoo's correct
 twins (``audit.checks.zoo.variants``; randomised response among them: ``rr-wrong-flip-probability:correct``).
 
-``power``: each buggy zoo variant (and the black-box suite's violating algorithms, ``--suite``): the
-median over seeds of the trials per side to the first flag of the anytime design, of ``check``'s
-sequential design (``assert_private``'s looks over the variant's budget) and of the smallest fixed run of
-the ladder 500, 1000, 2000, ... that flags; beside them the anytime bound and the fixed-sample bound at
-``--at`` trials on the same seed, for one correct and one buggy variant.
+``power``: each buggy zoo variant (or, ``--suite blackbox``, the black-box suite's violating algorithms on
+the pair its screening chooses, at ``--budget``): the median over seeds of the trials per side to the first
+flag of the anytime design (its budget: the variant's), of ``check``'s sequential design
+(``assert_private``'s looks over that budget) and of the smallest fixed run of the ladder 500, 1000, 2000,
+... that flags (an oracle: a fixed run must choose its size before it sees anything); a run that never flags
+counts as infinite.
+
+``side-by-side``: the anytime bound at ``--at`` trials (watched without stopping) and the fixed-sample
+bound at the same trials and seed, on the correct cases.
 """
 
 from __future__ import annotations
@@ -113,29 +117,49 @@ def _check_flag(pair, claim, seed, score, budget):
     return result.sequential.get("trials_used") if result.epsilon_lower_bound > claim else None
 
 
+def _cases(args):
+    """name -> (pair, claim, score, budget, true epsilon): the zoo's buggy variants, or the black-box suite's
+    violating algorithms on the pair its screening chooses (``--suite blackbox``)."""
+    if args.suite == "zoo":
+        for variant in VARIANTS:
+            if variant.buggy and (not args.only or variant.name in args.only):
+                pair, claim_mechanism, relation = variant.build()
+                claim = claimed_epsilon(claim_mechanism, relation, pair.index, variant.delta)
+                yield variant.name, pair, claim, variant.score, variant.trials, variant.true_epsilon
+        return
+    # the suite's screening picks each algorithm's pair (seed 0), as dpaudit zoo --suite black-box does
+    from dpaudit.auditing.checks.zoo.blackbox_suite import SUITE, screen_algorithm
+
+    for algorithm in SUITE:
+        if not algorithm.violates or (args.only and algorithm.name not in args.only):
+            continue
+        _, chosen, _ = screen_algorithm(algorithm, trials=args.budget, seed=0, screen_trials=20_000)
+        first, second = chosen.datasets()
+        mechanism = algorithm.mechanism()
+        job = make_job(mechanism, dataset_pair=(first, second), trials=1_000)
+        truth = algorithm.law(chosen.first, chosen.second).true_epsilon if algorithm.law is not None else None
+        yield algorithm.name, job.pairs[0], algorithm.claim, "auto", args.budget, truth
+
+
 def power(args) -> dict:
     out = {}
-    for variant in VARIANTS:
-        if not variant.buggy or (args.only and variant.name not in args.only):
-            continue
-        pair, claim_mechanism, relation = variant.build()
-        claim = claimed_epsilon(claim_mechanism, relation, pair.index, variant.delta)
+    for name, pair, claim, score, budget, truth in _cases(args):
         rows = {"anytime": [], "check": [], "fixed": []}
         start = time.perf_counter()
         for seed in range(args.seeds):
-            result = anytime(pair, claim, variant.trials, seed, variant.score)
+            result = anytime(pair, claim, budget, seed, score)
             rows["anytime"].append(result.anytime["stopping_trial"] if result.anytime["stopped"] == "violation"
                                    else None)
-            rows["check"].append(_check_flag(pair, claim, seed, variant.score, variant.trials))
-            rows["fixed"].append(_fixed_flag(pair, claim, seed, variant.score, variant.trials))
+            rows["check"].append(_check_flag(pair, claim, seed, score, budget))
+            rows["fixed"].append(_fixed_flag(pair, claim, seed, score, budget))
         medians = {k: _median(v) for k, v in rows.items()}
-        gross = variant.true_epsilon is not None and variant.true_epsilon >= 2 * claim
-        out[variant.name] = {"claim": claim, "true_epsilon": variant.true_epsilon, "gross": gross, **rows,
-                             "median": medians, "seconds": time.perf_counter() - start}
+        gross = truth is not None and truth >= 2 * claim
+        out[name] = {"claim": claim, "true_epsilon": truth, "gross": gross, "budget": budget, **rows,
+                     "median": medians, "seconds": time.perf_counter() - start}
         ratio = (medians["anytime"] / medians["fixed"]) if medians["anytime"] and medians["fixed"] else None
-        print(f"{variant.name:28s} claim {claim:.3g} true {variant.true_epsilon or float('nan'):.3g}"
+        print(f"{name:28s} claim {claim:.3g} true {truth if truth is not None else float('nan'):.3g}"
               f"{' GROSS' if gross else ''}: median trials to flag anytime {medians['anytime']}, check "
-              f"{medians['check']}, fixed {medians['fixed']}"
+              f"{medians['check']}, smallest fixed run {medians['fixed']}, fixed budget {budget}"
               + (f", anytime/fixed {ratio:.2f}" if ratio else ""), file=sys.stderr)
     return out
 
@@ -174,6 +198,8 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=100_000)
     parser.add_argument("--at", type=int, default=100_000)
     parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--suite", choices=("zoo", "blackbox"), default="zoo",
+                        help="power: the zoo's buggy variants or the black-box suite's violating algorithms")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     args.seeds = args.seeds or {"validity": 200, "power": 5, "side-by-side": 3}[args.mode]
