@@ -24,9 +24,12 @@ def _summary(results: list["AuditResult"]) -> None:
     err.write(f"{'audit':<18} {'eps >=':>8} {'mu(GDP)':>8} {'conf':>6} {'verdict':<12} title\n")
     for result in results:
         emp = result.empirical
-        err.write(f"{result.audit_id:<18} {emp.epsilon_lower_bound:>8.4f} {emp.mu_lower_bound:>8.4f} "
+        mu = f"{'n/a':>8}" if result.anytime else f"{emp.mu_lower_bound:>8.4f}"  # the anytime design fits no GDP
+        err.write(f"{result.audit_id:<18} {emp.epsilon_lower_bound:>8.4f} {mu} "
                   f"{emp.confidence:>6.4g} {result.verdict:<12} {result.title}\n")
         err.write(f"{'':<18} {result.verdict_reason}\n")
+        if result.anytime:
+            err.write(f"{'':<18} {result.anytime['statement']}\n")
         looks = looks_text(result)
         if looks:
             same = result.sequential.get("same_trials_as")

@@ -151,3 +151,15 @@ def test_a_config_names_the_design_and_its_keys(tmp_path):
     path.write_text(CONFIG.format(extra="").replace('design = "anytime"', "budget = 5"))
     with pytest.raises(ConfigError, match=r"\[audit\] budget: applies to design = 'anytime' only"):
         load_configs([str(path)])
+
+
+def test_the_run_summary_says_how_the_anytime_audit_stopped_and_fits_no_gdp(tmp_path, capsys):
+    from dpaudit.cli import main  # the command line, as a user runs it
+
+    path = tmp_path / "anytime.toml"
+    path.write_text(CONFIG.format(extra="budget = 2000"))
+    assert main(["run", str(path), "--store", str(tmp_path / "s.sqlite"), "--workers", "1"]) == 0
+    summary = capsys.readouterr().err
+    row = next(line for line in summary.splitlines() if "laplace audit" in line)
+    assert "n/a" in row and "0.0000" not in row
+    assert "anytime-valid: epsilon is at least" in summary and "stopped because" in summary
