@@ -29,8 +29,9 @@ from joblib import Parallel, delayed
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.scores import ScoreFunction
 from dpaudit.auditing.jobs.anytime import run_anytime
-from dpaudit.auditing.jobs.assemble import assemble, claim_entries
+from dpaudit.auditing.jobs.assemble import assemble
 from dpaudit.auditing.jobs.backend import check_scheduler, execution_backend
+from dpaudit.auditing.jobs.chunk_checks import check_chunk, check_judgeable_at_zero
 from dpaudit.auditing.jobs.fingerprint import code_version
 from dpaudit.auditing.jobs.job import AuditJob
 from dpaudit.auditing.jobs.one_run_result import run_one_run
@@ -41,10 +42,8 @@ from dpaudit.auditing.jobs.store_source import store_sources
 from dpaudit.auditing.statistics.budget import check_budget
 from dpaudit.auditing.statistics.portfolio import Candidate, choose_score
 from dpaudit.auditing.statistics.sequential import Looks, plan_looks
-from dpaudit.auditing.statistics.verdict import compare
 from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms import tiles
-from dpaudit.mechanisms.accounting.entry import NEEDS_POSITIVE_DELTA
 from dpaudit.mechanisms.models.progress import training_progress
 
 if TYPE_CHECKING:
@@ -133,49 +132,9 @@ def _run_unit(number: int, pair: CanaryPair, key: ChunkKey, trials: int, root: i
     dataset = pair.dataset_a if key[1] == "a" else pair.dataset_b
     outputs = pair.mechanism.sample(dataset, trials=trials, seed=unit_seed(root, *key))
     values = outputs if scorer is None else scorer(outputs)
-    _check_chunk(pair, key, trials, root, outputs, None if scorer is None else values)
+    check_chunk(pair, key, trials, root, outputs, None if scorer is None else values,
+                (key[0], _SIDES[key[1]], _PARTS[key[2]], key[3]))
     return number, key, values, time.perf_counter() - start
-
-
-def _check_chunk(pair: CanaryPair, key: ChunkKey, trials: int, root: int, outputs: np.ndarray,
-                 scores: np.ndarray | None) -> None:
-    """Refuse a chunk whose outputs hold NaN, or whose scores are not finite, naming the mechanism, the trial's
-    position in the chunk and the chunk's seed (what certification would refuse after every trial was drawn).
-
-    Infinite outputs pass where the score maps them to finite values (``float-bits`` reads their bits);
-    a NaN is no release of any mechanism.
-
-    Raises
-    ------
-    ParameterError
-        At the first chunk that holds one.
-    """
-    rows = np.asarray(outputs).reshape(trials, -1)
-    # the maximum is NaN exactly when a value is: one pass, no array of flags the size of a model's outputs
-    nan = rows.dtype.kind == "f" and bool(np.isnan(rows.max()))
-    bad = None if scores is None else ~np.isfinite(np.asarray(scores, dtype=np.float64).reshape(trials, -1)).all(1)
-    if not nan and (bad is None or not bad.any()):
-        return
-    mechanism = pair.mechanism
-    index, side, part, chunk = key
-    if nan:
-        row = int(np.flatnonzero(np.isnan(rows).any(axis=1))[0])
-        what = "released NaN"
-    else:
-        row = int(np.flatnonzero(bad)[0])
-        released = "inf" if np.isinf(rows[row]).any() else "finite outputs"
-        what = f"released {released} that score {np.asarray(scores).reshape(trials, -1)[row][0]} (certification " \
-               f"needs finite scores)"
-    kind = {"cal": "calibration", "cert": "certification", "any": "anytime"}.get(part, part)
-    where = f"trial {row + 1} of {trials} of the {kind} chunk {chunk} of dataset {side}"
-    if mechanism.seeded:
-        spawn = (index, _SIDES[side], _PARTS[part], chunk)
-        again = (f"draw it again with mechanism.sample(dataset_{side}, trials={trials}, "
-                 f"seed=numpy.random.SeedSequence({root}, spawn_key={spawn}))[{row}]")
-    else:
-        again = "its randomness is not seeded: a rerun draws other trials"
-    raise ParameterError(f"mechanism {mechanism.label!r} {what} in {where} ({again}); refused before any "
-                         f"certification")
 
 
 def _fitted(plan: _Plan) -> bool:
@@ -338,40 +297,8 @@ def run_configs(configs: list, options: RunOptions, *, sequential: bool = False)
         config.check_budget(workers=options.worker_count, max_memory=options.max_memory, store=options.store)
     jobs = [config.job(sequential=sequential) for config in configs]
     for config, job in zip(configs, jobs):
-        _check_judgeable_at_zero(job, config.source)
+        check_judgeable_at_zero(job, config.source)
     return run_audits(jobs, options)
-
-
-def _check_judgeable_at_zero(job: AuditJob | object, source: str) -> None:
-    """Refuse, before any trial, a many-runs audit at ``delta = 0`` that no claim could judge: every claim of the
-    mechanism for the canary's relation needs delta > 0 (``NEEDS_POSITIVE_DELTA``) and none is given with the
-    audit. Such an audit would end inconclusive after all its trials (``dpaudit run`` and ``check`` only).
-
-    Parameters
-    ----------
-    job : AuditJob
-        The audit a config builds (another design's job is left alone).
-    source : str
-        The config file, named in the message.
-
-    Raises
-    ------
-    ParameterError
-        One line naming ``[audit] delta`` and the claims that need delta > 0.
-    """
-    if not isinstance(job, AuditJob) or getattr(job, "design", "many-runs") != "many-runs" \
-            or job.settings.delta != 0 or job.claimed_epsilon is not None:
-        return
-    for pair in job.pairs:
-        claims = claim_entries(job.mechanism, pair.index, 0.0, pair)
-        if compare(0.0, claims, pair.relation).tightest is not None:
-            continue
-        at_zero = list(dict.fromkeys(c.name for c in claims
-                                     if c.reason == NEEDS_POSITIVE_DELTA and str(c.relation) == str(pair.relation)))
-        if at_zero:
-            raise ParameterError(
-                f"{source}: [audit] delta = 0: every claim of {job.mechanism.label} for the {pair.relation} relation "
-                f"needs delta > 0 ({', '.join(at_zero)}), so none could judge the audit; set delta > 0 (e.g. 1e-5)")
 
 
 def _part_sizes(plan: _Plan, part: str) -> list[int]:
