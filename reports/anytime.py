@@ -37,10 +37,10 @@ def anytime_sentences(result: AuditResult) -> list[str]:
     sentences = [str(record.get("statement", "")), str(record.get("meaning", ""))]
     positions = record.get("positions") or {}
     for key, entry in positions.items():
-        where = "" if len(positions) == 1 else f"At canary index {key}: "
         wealth = _wealth(entry)
         if wealth:
-            sentences.append(f"{where}{wealth[0].upper()}{wealth[1:]}.")
+            sentences.append(f"{wealth[0].upper()}{wealth[1:]}." if len(positions) == 1
+                             else f"At canary index {key}, {wealth}.")
     fits = record.get("score_fits") or {}
     scores = record.get("scores") or {}
     for key, name in scores.items():

@@ -37,11 +37,13 @@ def _row(job: Any, index: int, position: Any, claims: list, trials: int) -> Inde
     record = process.record(position.target)
     entry = EstimateEntry(name="anytime", quantity="epsilon >=", value=bound, method=METHOD,
                           confidence=1 - process.alpha, record=record)
+    several = len(job.job.pairs) > 1  # each position's sequence holds at 1 - beta / K; all of them at 1 - beta
     empirical = Empirical(
-        epsilon_lower_bound=bound, mu_lower_bound=0.0, confidence=1 - process.alpha, delta=settings.delta,
+        epsilon_lower_bound=bound, mu_lower_bound=0.0, confidence=settings.confidence, delta=settings.delta,
         trials=trials, method=METHOD, model_based_epsilon=None,
         epsilon={"epsilon_lower_bound": bound, "method": METHOD, "confidence": 1 - process.alpha, **record},
-        gdp={}, profile={}, index=position.pair.index, estimates=(entry,))
+        gdp={}, profile={}, index=position.pair.index, estimates=(entry,),
+        per_index_confidence=1 - process.alpha if several else None)
     judged = compare(bound, claims, str(position.pair.relation))
     scores = {side: np.concatenate(position.scores[side]) if position.scores[side] else np.zeros(1)
               for side in ("a", "b")}

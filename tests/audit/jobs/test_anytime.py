@@ -163,3 +163,12 @@ def test_the_run_summary_says_how_the_anytime_audit_stopped_and_fits_no_gdp(tmp_
     row = next(line for line in summary.splitlines() if "laplace audit" in line)
     assert "n/a" in row and "0.0000" not in row
     assert "anytime-valid: epsilon is at least" in summary and "stopped because" in summary
+
+
+def test_several_positions_state_the_audit_confidence_and_each_position_s():
+    mechanism = dpaudit.make("pnsgd", n=20, dim=2, eta=0.1, sigma=1.0, domain="ball", radius=1.0)
+    result = dpaudit.audit(mechanism, design=dpaudit.Anytime(budget=2_000), index=[1, 20], score="projection")
+    assert result.empirical.confidence == 0.95 and result.empirical.per_index_confidence == pytest.approx(0.975)
+    markdown = render(result, "md")
+    assert "Certified with confidence 0.95 over all 2 canary positions" in markdown
+    assert "At canary index 1, the e-process testing" in markdown
