@@ -248,6 +248,13 @@ class Mechanism(AuditHooks, abc.ABC):
         """Number of records a dataset must hold (``None``: any number)."""
         return getattr(self, "n", None)
 
+    @property
+    def dataset_size(self) -> int | None:
+        """The one number of records the claim is made for, by a mechanism without record positions that takes
+        datasets of that size only (an OpenDP measurement on a sized domain: replace-one neighbours); ``None``:
+        any number. ``dpaudit.search`` then builds datasets of that size only."""
+        return None
+
     @abc.abstractmethod
     def _sample(self, data: Dataset, trials: int, rng: np.random.Generator,
                 dtype: torch.dtype) -> torch.Tensor:

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from dpaudit.auditing.checks.search import search as search_pairs
+from dpaudit.auditing.checks.search_records import parse_domain
 from dpaudit.auditing.checks.vector_pairs import RELATIONS
 from dpaudit.auditing.jobs.anytime_design import Anytime
 from dpaudit.auditing.jobs.job_designs import (
@@ -50,7 +50,8 @@ from dpaudit.auditing.jobs.result import AuditResult
 from dpaudit.auditing.jobs.store import MEMORY
 from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS
 from dpaudit.core.errors import ParameterError
-from dpaudit.core.validation import check_choice, check_int, check_real, is_real, suggestion
+from dpaudit.core.kinds import Relation, check_enum
+from dpaudit.core.validation import check_choice, check_int, check_real, suggestion
 
 __all__ = ["Anytime", "AuditDesign", "AuditOptions", "AuditTarget", "ManyRuns", "OneRun", "PairSearch",
            "design_from_keywords"]
@@ -74,8 +75,9 @@ class AuditDesign(Protocol):
 #: search()'s keyword defaults, read off its signature: each declared once, there
 _SEARCH = {name: parameter.default for name, parameter in inspect.signature(search_pairs).parameters.items()
            if parameter.default is not inspect.Parameter.empty}
-_VECTOR_ONLY = ("center", "sensitivity", "relation")
-_RECORDS_ONLY = ("record_domain", "thresholds", "background", "min_records", "max_candidates")
+_VECTOR_ONLY = ("center", "sensitivity")
+_RECORDS_ONLY = ("record_domain", "thresholds", "background", "min_records", "max_candidates", "labels", "size",
+                 "large_records")
 
 
 def _changed(options: Any, name: str) -> bool:
@@ -96,12 +98,22 @@ class PairSearch:
 
     Parameters
     ----------
-    record_domain : (float, float), optional
-        Where records lie (default the mechanism's declared domain).
+    record_domain : (float, float) or sequence of them, optional
+        Where records lie, one ``(low, high)`` per column for records of several (default the mechanism's
+        declared domain).
     thresholds : sequence of float
-        Values in the domain where the code changes behaviour.
+        Values in the domain where the code changes behaviour (records of one number).
     background : array_like, optional
         Records of one's own to use as one more background.
+    relation : str, optional
+        ``"replace-one"``, ``"add-remove"`` or ``"zero-out"`` (default the relations the mechanism's claim is made
+        for); with ``queries``, ``"component-wise"`` (default) or ``"one-answer"``.
+    labels : sequence of float, optional
+        The values of a label column after the features: candidates flip it.
+    size : int, optional
+        Every dataset holds this many records (default the mechanism's own, where it takes one size only).
+    large_records : int
+        Records of the large datasets offered for float sums and means (0: none).
     trials : int
         Trials per dataset of the certifying audit.
     screen_trials : int
@@ -111,8 +123,8 @@ class PairSearch:
     queries : int, optional
         The function takes a vector of this many query answers: screen the standard input patterns about
         ``center`` with moves of ``sensitivity`` under ``relation`` (``record_domain``, ``thresholds``,
-        ``background``, ``min_records`` and ``max_candidates`` then do not apply; without ``queries``,
-        ``center``, ``sensitivity`` and ``relation`` do not).
+        ``background``, ``min_records``, ``max_candidates``, ``labels``, ``size`` and ``large_records`` then do
+        not apply; without ``queries``, ``center`` and ``sensitivity`` do not).
 
     Defaults are :func:`dpaudit.search`'s.
     """
@@ -127,13 +139,19 @@ class PairSearch:
     queries: int | None = _SEARCH["queries"]
     center: float = _SEARCH["center"]
     sensitivity: float = _SEARCH["sensitivity"]
-    relation: str = _SEARCH["relation"]
+    relation: str | None = _SEARCH["relation"]
+    labels: Sequence[float] | None = _SEARCH["labels"]
+    size: int | None = _SEARCH["size"]
+    large_records: int = _SEARCH["large_records"]
 
     def __post_init__(self) -> None:
         check_int("trials", self.trials, minimum=20)
         check_int("screen_trials", self.screen_trials, minimum=20)
         check_int("min_records", self.min_records, minimum=0)
         check_int("max_candidates", self.max_candidates, minimum=1)
+        check_int("large_records", self.large_records, minimum=0)
+        if self.size is not None:
+            check_int("size", self.size, minimum=1)
         if isinstance(self.thresholds, str) or not isinstance(self.thresholds, Sequence):
             raise ParameterError(f"thresholds must be a list of numbers, got thresholds={self.thresholds!r}")
         for value in self.thresholds:
@@ -144,6 +162,8 @@ class PairSearch:
             if moved:
                 raise ParameterError(f"{moved[0]} applies to a search over query answers only (queries=n), got "
                                      f"{moved[0]}={getattr(self, moved[0])!r}")
+            if self.relation is not None:
+                check_enum("relation", self.relation, Relation)
             self._check_domain()
             return
         check_int("queries", self.queries, minimum=1)
@@ -153,18 +173,22 @@ class PairSearch:
                                  f"{self.queries}); remove it")
         check_real("center", self.center)
         check_real("sensitivity", self.sensitivity, positive=True)
-        check_choice("relation", self.relation, RELATIONS)
+        if self.relation is not None:
+            check_choice("relation", self.relation, RELATIONS)
 
     def _check_domain(self) -> None:
-        """``record_domain`` two finite numbers low < high, and every threshold inside it."""
+        """``record_domain`` two finite numbers low < high (or one such pair per column), ``labels`` distinct
+        numbers, and every threshold inside a one-column domain."""
         if self.record_domain is None:
+            if self.labels is not None:
+                parse_domain((0.0, 1.0), self.labels)
             return
-        domain = self.record_domain
-        if (isinstance(domain, str) or not isinstance(domain, Sequence) or len(domain) != 2
-                or not all(is_real(v) and math.isfinite(v) for v in domain) or not domain[0] < domain[1]):
-            raise ParameterError(f"record_domain must be two finite numbers low < high, got record_domain={domain!r}")
-        object.__setattr__(self, "record_domain", tuple(domain))
-        low, high = domain
+        columns, _ = parse_domain(self.record_domain, self.labels)
+        if len(columns) > 1:
+            object.__setattr__(self, "record_domain", tuple(columns))
+            return
+        object.__setattr__(self, "record_domain", tuple(self.record_domain))
+        low, high = columns[0]
         for value in self.thresholds:
             if not low <= value <= high:
                 raise ParameterError(f"thresholds must lie in the record domain [{low:g}, {high:g}], got {value!r}")

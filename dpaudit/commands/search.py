@@ -6,6 +6,13 @@ The function is named as ``path/to/file.py:name`` or ``package.module:name``;
 Exit 0 when nothing above ``--epsilon`` is certified, 1 when a violation is,
 2 on bad input.
 
+``--domain LOW HIGH`` once per column describes records of several columns,
+and ``--labels`` the values of a label column after them (candidates flip
+it). ``--relation`` names the neighbouring relation the claim is made for
+(``replace-one``, ``add-remove`` or ``zero-out``; default both of the first
+two for a function, the claim's own for a library adapter); ``--size N``
+keeps every dataset at ``N`` records (a known-size claim).
+
 With ``--queries N`` the function takes a vector of ``N`` query answers (the
 records are the answers) and the candidates are the standard input patterns
 (one answer up or down by ``--sensitivity``, all up, all down, half and
@@ -45,6 +52,11 @@ def _run(args: argparse.Namespace) -> int:
     if (args.domain is None) == (args.queries is None):
         raise UsageError("search: give exactly one of --domain LOW HIGH (records) and --queries N (a vector "
                          "of query answers)")
+    vector = ("component-wise", "one-answer")
+    if args.relation is not None and (args.relation in vector) != (args.queries is not None):
+        raise UsageError(f"search: --relation {args.relation} applies to "
+                         f"{'--queries' if args.relation in vector else '--domain'} (records: replace-one, "
+                         f"add-remove or zero-out; query answers: component-wise or one-answer)")
     function = load_function(args.function)
     wrap = from_batched_callable if args.batched else from_callable
     if args.queries is not None:
@@ -54,11 +66,16 @@ def _run(args: argparse.Namespace) -> int:
                        screen_trials=args.screen_trials or 20_000, delta=args.delta, confidence=args.confidence,
                        seed=args.seed)
     else:
-        low, high = args.domain
-        mechanism = wrap(function, args.output_dim, record_domain=(low, high))
+        domain = args.domain[0] if len(args.domain) == 1 else args.domain
+        # records of one number: the function refuses records outside the domain; of several columns (or a
+        # label): the search keeps each column in its own range
+        one = len(args.domain) == 1 and args.labels is None
+        mechanism = wrap(function, args.output_dim, record_domain=tuple(domain) if one else None)
         optional = {key: value for key, value in (("max_candidates", args.max_candidates),
-                                                  ("min_records", args.min_records)) if value is not None}
-        found = search(mechanism, epsilon=args.epsilon, thresholds=args.threshold or (), score=args.score,
+                                                  ("min_records", args.min_records), ("size", args.size),
+                                                  ("large_records", args.large_records)) if value is not None}
+        found = search(mechanism, record_domain=domain, labels=args.labels, relation=args.relation,
+                       epsilon=args.epsilon, thresholds=args.threshold or (), score=args.score,
                        trials=args.trials, screen_trials=args.screen_trials or 1_000, delta=args.delta,
                        confidence=args.confidence, seed=args.seed, **optional)
     if args.json:
@@ -83,8 +100,11 @@ def _run(args: argparse.Namespace) -> int:
         out.write(f"certified on {args.trials} fresh trials per dataset ({chosen['score']}, {chosen['name']}): "
                   f"epsilon >= {found.epsilon_lower_bound:.4f} at delta={args.delta:g}, confidence "
                   f"{args.confidence:g}")
-        out.write(f"; claim {args.epsilon:g}: {'VIOLATION' if found.violation else 'no violation'}\n"
-                  if args.epsilon is not None else "\n")
+        if args.epsilon is not None and not found.claim_applies:
+            out.write(f"; claim {args.epsilon:g}: does not apply ({found.note})\n")
+        else:
+            out.write(f"; claim {args.epsilon:g}: {'VIOLATION' if found.violation else 'no violation'}\n"
+                      if args.epsilon is not None else "\n")
     return EXIT_VIOLATION if found.violation else EXIT_OK
 
 
@@ -92,13 +112,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "search", help="screen neighbouring pairs of a user function and certify the worst; exit 1 on a violation")
     parser.add_argument("--function", required=True, metavar="FILE.py:NAME", help="fn(records, rng) -> array")
-    parser.add_argument("--domain", nargs=2, type=float, metavar=("LOW", "HIGH"), help="where records lie")
+    parser.add_argument("--domain", nargs=2, type=float, action="append", metavar=("LOW", "HIGH"),
+                        help="where records lie (once per column for records of several)")
+    parser.add_argument("--labels", nargs="+", type=float, metavar="Y",
+                        help="the values of a label column after the --domain columns (candidates flip it)")
     parser.add_argument("--queries", type=count(1), metavar="N",
                         help="the function takes a vector of N query answers: screen the standard input patterns")
     parser.add_argument("--sensitivity", type=float, default=1.0, help="with --queries: how far an answer moves")
     parser.add_argument("--center", type=float, default=1.0, help="with --queries: the base answer of the patterns")
-    parser.add_argument("--relation", choices=("component-wise", "one-answer"), default="component-wise",
-                        help="with --queries: every answer may move, or one")
+    parser.add_argument("--relation", choices=("replace-one", "add-remove", "zero-out", "component-wise",
+                                               "one-answer"),
+                        help="the relation the claim is made for (default: replace-one and add-remove for records; "
+                             "with --queries component-wise: every answer may move, or one-answer)")
+    parser.add_argument("--size", type=count(1), metavar="N",
+                        help="every dataset holds N records (a claim for a known size: replace-one pairs)")
+    parser.add_argument("--large-records", type=count(0), metavar="N",
+                        help="records of the large datasets offered for float sums (default 2,000; 0: none)")
     parser.add_argument("--epsilon", type=float, help="the claimed epsilon (exit 1 when certified above it)")
     parser.add_argument("--delta", type=float, default=1e-5)
     parser.add_argument("--threshold", type=float, action="append", help="a clipping threshold (repeatable)")

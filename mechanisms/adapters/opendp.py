@@ -10,7 +10,11 @@ coordinate is the map of the scalar release). ``on="dataset"``: the
 measurement takes the records themselves (e.g. a clamp, a sum and noise)
 and is called once per trial; ``d_in`` is then read from its input metric
 (symmetric distance: 1 for add/remove, 2 for replace-one; change-one and
-Hamming distances: 1 for replace-one).
+Hamming distances: 1 for replace-one). On a sized input domain
+(``vector_domain(..., size=n)``, a known-size claim) neighbours hold ``n``
+records each: the claim is for replace-one pairs only (the map at
+``d_in = 1`` describes no pair of that domain), datasets of another size are
+refused, and ``dpaudit.search`` builds datasets of ``n`` records.
 
 The claim is ``measurement.map(d_in)`` in the measurement's own privacy
 measure, converted soundly: pure DP ``epsilon`` holds at every delta;
@@ -161,16 +165,49 @@ class OpenDPMechanism(LibraryMechanism):
     def _query_covered(self) -> str | None:
         return None if self.on == "dataset" else super()._query_covered()
 
+    @property
+    def dataset_size(self) -> int | None:
+        """With ``on="dataset"``, the size of a sized input domain (``vector_domain(..., size=n)``, a known-size
+        claim: replace-one neighbours only); else None."""
+        size = getattr(self.measurement.input_domain, "size", None) if self.on == "dataset" else None
+        return None if size is None else int(size)
+
+    def check_dataset(self, data: Any) -> None:
+        super().check_dataset(data)
+        size = self.dataset_size
+        if size is not None and data.records.shape[0] != size:
+            raise ParameterError(f"dataset must hold {size} records, the size of the measurement's input domain "
+                                 f"(its claim is for datasets of that size), got {data.records.shape[0]}")
+
+    def neighbours(self) -> tuple[np.ndarray, np.ndarray]:
+        """The default pair: one record at each end of the record domain, after ``size - 1`` records at its low
+        end on a sized domain."""
+        first, second = super().neighbours()
+        size = self.dataset_size
+        if size is None or size == 1:
+            return first, second
+        pad = np.full((size - 1, 1), self.domain[0])
+        return np.vstack([pad, first]), np.vstack([pad, second])
+
+    def relations(self) -> list[str]:
+        """The relations the claim covers: those of the input metric with ``on="dataset"`` (replace-one only on a
+        sized domain), else the query's (:meth:`LibraryMechanism.relations`)."""
+        return list(self.distances()) if self.on == "dataset" else super().relations()
+
     def distances(self) -> dict[str, Any]:
-        """``d_in`` per neighbouring relation."""
+        """``d_in`` per neighbouring relation. On a sized input domain neighbours have one size: a record
+        replaced (symmetric distance 2), never one added, and the map at ``d_in = 1`` is no claim about any pair."""
         if self.on == "query":
             d_in = int(self.sensitivity) if self.integer else float(self.sensitivity)
-            return {relation: d_in for relation in self.relations()}
+            return {relation: d_in for relation in super().relations()}
         metric = str(self.measurement.input_metric).split("(")[0]
         if metric not in _DATASET_DISTANCES:
             raise ParameterError(f"on='dataset' needs a dataset metric ({', '.join(_DATASET_DISTANCES)}), "
                                  f"got {self.measurement.input_metric}")
-        return _DATASET_DISTANCES[metric]
+        distances = dict(_DATASET_DISTANCES[metric])
+        if self.dataset_size is not None:
+            distances.pop("add-remove", None)
+        return distances
 
     def library_guarantees(self) -> list:
         measure = str(self.measurement.output_measure)
