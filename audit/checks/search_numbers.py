@@ -127,7 +127,7 @@ def candidate_pairs(low: float, high: float, *, thresholds: Sequence[float] = ()
         Every dataset holds exactly this many records (a claim for datasets of a known size).
     large_records : int, optional
         Records of the large datasets (default :data:`~dpaudit.auditing.checks.search_large.LARGE_RECORDS`,
-        0: none; ``size`` when given).
+        0: none; ``size`` instead when given).
 
     Returns
     -------
@@ -167,7 +167,9 @@ def candidate_pairs(low: float, high: float, *, thresholds: Sequence[float] = ()
         varied.append(("given", given))
     for label, rows in varied:
         out += _positions(label, rows, inserts, (low, high))
-    records = size if size is not None else LARGE_RECORDS if large_records is None else large_records
+    records = LARGE_RECORDS if large_records is None else check_int("large_records", large_records, minimum=0)
+    if records and size is not None:  # a known size: the large family at that size
+        records = size
     if records:
         out += large_pairs(low, high, records)
     return keep_pairs(out, relations=relations, size=size, min_records=min_records)

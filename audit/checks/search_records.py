@@ -200,7 +200,6 @@ def record_pairs(columns: Sequence[tuple[float, float]], labels: Sequence[float]
     backgrounds += drawn
     if background is not None:
         given = np.asarray(background, dtype=np.float64)
-        given = given.reshape(-1, width) if given.size % width == 0 else given
         if given.ndim != 2 or given.shape[1] != width:
             raise ParameterError(f"background must hold records of {width} columns, got shape {np.shape(background)}")
         backgrounds.append(("given", given))

@@ -74,6 +74,8 @@ def test_record_pairs_flip_labels_and_move_features_to_their_extremes():
             parse_domain(bad)
     with pytest.raises(ParameterError, match="labels must be two or more distinct"):
         parse_domain((0.0, 1.0), labels=(1.0,))
+    with pytest.raises(ParameterError, match="background must hold records of 3 columns"):
+        record_pairs(columns, labels, background=np.zeros((2, 2)))
     mech = dpaudit.from_batched_callable(label_leak, 2)
     with pytest.raises(ParameterError, match="thresholds apply to records of one number"):
         dpaudit.search(mech, record_domain=(-1.0, 1.0), labels=(0, 1), thresholds=[0.5])
