@@ -117,7 +117,9 @@ def _exact_applies(pair: CanaryPair) -> str | None:
 def _record_applies(name: str) -> Callable[[CanaryPair], str | None]:
     def applies(pair: CanaryPair) -> str | None:
         if not pair.mechanism.trains_model:
-            return f"score {name!r} needs a mechanism that trains a model, {pair.mechanism.name!r} does not"
+            return (f"score {name!r} reads a record's loss under the released model, which needs a mechanism "
+                    f"that evaluates its models on a record (a record_score hook: dpaudit's 'model' has one); "
+                    f"{pair.mechanism.name!r} has none")
         if pair.kind != "input" or pair.index is None:
             return (f"score {name!r} scores the canary record: it needs canary kind 'input' at a position, "
                     f"got kind={pair.kind!r}")

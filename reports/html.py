@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +9,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from dpaudit.reports import plots
 from dpaudit.reports.anytime import ANYTIME_CAPTION, anytime_sentences
+from dpaudit.reports.captions import ceiling_caption, histogram_caption, profile_caption, roc_caption
 from dpaudit.reports.text import (
     ESTIMATE_COLUMNS,
     INDEX_COLUMNS,
@@ -20,17 +20,15 @@ from dpaudit.reports.text import (
     conformance_rows,
     estimate_rows,
     estimators_note,
+    failure_split_text,
     gdp_sentence,
-    histogram_caption,
     index_rows,
     notable_sentences,
     portfolio_rows,
     reading_guide,
     release_text,
     reproduction_text,
-    roc_caption,
     shown_params,
-    strongest_row,
     theory_slack_sentence,
     typed,
     verdict_sentence,
@@ -54,28 +52,13 @@ def figure_list(result: Any) -> list[tuple[str, Callable[[Any], str]]]:
                  "would raise the bound; below its bottom, this audit's test was weaker than the ideal one; above "
                  "its top is notable, above the tightest claim a violation.",
                  plots.epsilon_by_index)
-    elif result.per_index[0].ceiling_band is not None:
-        first = ("Where the certified bound (dot) falls against the band 95% of ideal threshold audits reach at "
-                 "these trials (grey), the tightest claim (dotted) and the exact value.", plots.ceiling_band)
     else:
-        first = ("How far the certified bound (dot) lies below the tightest claim (dotted) and the exact value: "
-                 "the distance is what this audit could not show.", plots.ceiling_band)
+        first = (ceiling_caption(result), plots.ceiling_band)
     figures = [first,
                (profile_caption(result), plots.privacy_profile),
                (roc_caption(result), plots.roc),
                (histogram_caption(result), plots.histograms)]
     return figures
-
-
-def profile_caption(result: Any) -> str:
-    """The privacy profile's caption: what the curves are, and the certified point when the figure marks it."""
-    result = typed(result)
-    certified, delta = strongest_row(result).empirical.epsilon_lower_bound, result.empirical.delta
-    star = (f"The star is the headline, epsilon >= {_plain_num(certified, '.3f')} certified at the audit's delta "
-            f"{_plain_num(delta, 'g')}. " if delta and delta > 0 and math.isfinite(certified) and certified > 0
-            else "")
-    return (f"{star}Look for the black curve rising above a claimed curve: that would contradict the claim at that "
-            "epsilon; the distance below is what the audit could not show.")
 
 
 def summary_figure(result: Any) -> tuple[str, str]:
@@ -111,4 +94,5 @@ def html(result: Any) -> str:
         estimate_columns=ESTIMATE_COLUMNS, estimates=estimate_rows(result),
         portfolio_columns=PORTFOLIO_COLUMNS, portfolio=portfolio_rows(result),
         conformance=conformance_rows(result),
-        anytime=anytime_sentences(result) if result.anytime else [], estimators_note=estimators_note(result))
+        anytime=anytime_sentences(result) if result.anytime else [], estimators_note=estimators_note(result),
+        failure_split=failure_split_text(result))

@@ -16,7 +16,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from dpaudit.auditing.jobs.result import load_result
-from dpaudit.reports.text import certifying_test, tightest_claim
+from dpaudit.reports.captions import certifying_test, exact_value, neighbour_label
+from dpaudit.reports.text import tightest_claim
 
 if TYPE_CHECKING:
     from dpaudit.auditing.jobs.result import AuditResult, IndexResult
@@ -165,8 +166,8 @@ def ceiling_band(result: "AuditResult | dict[str, Any]") -> str:
         axes.axvline(claim.epsilon, color="tab:blue", linestyle=":", linewidth=1.5,
                      label=_label(f"tightest claim ({claim.name})"))
         shown.append(claim.epsilon)
-    exact = next((c.epsilon for c in row.claims if c.kind == "exact-instance" and c.applicable), None)
-    if exact is not None and math.isfinite(exact):
+    exact = exact_value(row)
+    if exact is not None:
         axes.axvline(exact, color="tab:red", linewidth=1.5, label="exact value")
         shown.append(exact)
     axes.plot([row.empirical.epsilon_lower_bound], [0.5], color="black", marker="o", markersize=9, linestyle="none",
@@ -269,8 +270,7 @@ def histograms(result: "AuditResult | dict[str, Any]") -> str:
     centres = [(a + b) / 2 for a, b in zip(edges[:-1], edges[1:])]
     width = edges[1] - edges[0]
     figure, axes = new_figure(figsize=(5.2, 4.4))
-    neighbour = {"remove": "S': canary removed", "zero": "S': canary replaced by a zero record"}.get(
-        result.canary.get("pair"), "S': canary replaced by its opposite")
+    neighbour = neighbour_label(result)
     axes.bar(centres, data["a"], width=width, alpha=0.55, label="S: holds the canary")
     axes.bar(centres, data["b"], width=width, alpha=0.55, label=neighbour)
     place = certifying_test(result)

@@ -20,10 +20,10 @@ from dpaudit.auditing.statistics.verdict import applicable_bounds
 from dpaudit.mechanisms.accounting.entry import REFERENCE_KINDS
 from dpaudit.reports.anytime import anytime_lines
 
-__all__ = ["BAND_WORDS", "CEILING_WORDS", "LOPSIDED", "THIN", "band_sentences", "band_text", "certifying_test",
-           "claims_rows", "conformance_lines", "conformance_rows", "estimate_rows", "estimators_note", "gdp_sentence",
-           "histogram_caption", "index_rows", "looks_text", "markdown", "md", "notable_sentences", "num",
-           "one_run_lines", "portfolio_rows", "profile_epsilon", "reading_guide", "release_text", "reproduction_text", "roc_caption",
+__all__ = ["BAND_WORDS", "CEILING_WORDS", "LOPSIDED", "band_sentences", "band_text", "claims_rows",
+           "conformance_lines", "conformance_rows", "estimate_rows", "estimators_note", "gdp_sentence", "index_rows",
+           "looks_text", "markdown", "md", "notable_sentences", "num", "one_run_lines", "portfolio_rows",
+           "profile_epsilon", "failure_split_text", "reading_guide", "release_text", "reported_sentence", "reproduction_text",
            "shown_params", "strongest_row", "theory_slack_sentence", "tightest_claim", "typed", "verdict_sentence"]
 
 Result = AuditResult | Mapping[str, Any]
@@ -91,15 +91,17 @@ def _plain_num(value: Any, spec: str = ".4g") -> str:
 def looks_text(result: Result) -> str:
     """How a sequential audit looked and what each look cost ("" for an audit that looks once), in the words of
     the headline, the command line's summary and the reading guide: ``5 planned looks of a sequential audit
-    (stopped at look 5; this look's bound at confidence 0.975, each of the 4 earlier looks' at 0.9938)``."""
+    (every look taken, the last is look 5; this look's bound at confidence 0.975, each of the 4
+    earlier looks' at 0.9938)``."""
     record = typed(result).sequential
     betas = list(record.get("beta_per_look") or ()) if record else []
     planned, stopped = (record.get("looks_planned"), record.get("stopped_at_look")) if record else (None, None)
-    if not betas or not _number(planned) or not _number(stopped):
-        return ""
+    if not betas or not _number(planned) or not _number(stopped) or planned < 2:
+        return ""  # one planned look: an audit that looks once, nothing to say about looks
     earlier = (f", each of the {len(betas) - 1} earlier looks' at {_plain_num(1 - betas[0], '.4g')}"
                if len(betas) > 1 else "")
-    return (f"{planned} planned looks of a sequential audit (stopped at look {stopped}; this look's bound at "
+    when = f"stopped early at look {stopped}" if stopped < planned else f"every look taken, the last is look {stopped}"
+    return (f"{planned} planned looks of a sequential audit ({when}; this look's bound at "
             f"confidence {_plain_num(record.get('look_confidence'), '.4g')}{earlier})")
 
 
@@ -114,10 +116,26 @@ def verdict_sentence(result: Result) -> str:
     shown = (f"Certified with confidence {_plain_num(emp.confidence, 'g')}{scope}: epsilon is at least "
              f"{_plain_num(emp.epsilon_lower_bound, '.3f')} at delta = {_plain_num(emp.delta, 'g')}{where}.")
     if result.verdict == "violation":
-        return shown + " This contradicts the claims " + ", ".join(map(str, result.violations)) + "."
-    if result.verdict == "consistent":
-        return shown + " This is consistent with every applicable claim: " + str(result.verdict_reason) + "."
-    return shown + " The audit is inconclusive: " + str(result.verdict_reason) + "."
+        shown += " This contradicts the claims " + ", ".join(map(str, result.violations)) + "."
+    elif result.verdict == "consistent":
+        shown += " This is consistent with every applicable claim: " + str(result.verdict_reason) + "."
+    else:
+        shown += " The audit is inconclusive: " + str(result.verdict_reason) + "."
+    return shown + reported_sentence(result)
+
+
+def reported_sentence(result: Result) -> str:
+    """The figures some tool reports for this mechanism although they do not apply (a Poisson accountant's
+    value for shuffled batches) that the certified bound exceeds: the point of such an audit ("" if none)."""
+    result = typed(result)
+    bound = result.empirical.epsilon_lower_bound
+    exceeded = [c for c in result.claims
+                if c.reported_epsilon is not None and _number(bound) and bound > c.reported_epsilon]
+    if not exceeded:
+        return ""
+    return "".join(f" It exceeds {_plain_num(c.reported_epsilon, '.4g')}, what {c.name} gives for this mechanism "
+                   f"although it does not apply ({c.reason}): that figure understates the privacy loss."
+                   for c in exceeded)
 
 
 def gdp_sentence(result: Result) -> str:
@@ -221,11 +239,58 @@ def reading_guide(result: Result) -> list[tuple[str, str]]:
         uncontested = any(c.get("applicable") and c.get("epsilon") is None for c in result.attack["portfolio"])
         guide.append(("Portfolio", "several scores were fitted on part of the calibration trials and judged on "
                       "the rest; only the strongest certified, on trials none of them saw, so the choice costs "
-                      "nothing in the confidence. Calibration strengths are not certified."
+                      "nothing in the confidence. Calibration strengths are not certified. Strengths at or below 0 "
+                      "(no score resolves an effect at this budget) tie, and equal strengths are ordered by the mu "
+                      "bound on the held-out scores."
+                      + portfolio_choice_sentence(result)
                       + (" Where a score's fit said it reads the whole output (the discrete score's outcome "
                          "table), it was taken without a contest and the others are listed as not judged."
                          if uncontested else "")))
     return guide
+
+
+def failure_split_text(result: Result) -> str:
+    """How the headline's failure probability was split by a union bound, each part named (the HTML report's
+    footnote): the conditional method's odds-ratio bound and three single-rate bounds, or two error rates
+    at each certified threshold."""
+    split = typed(result).empirical.epsilon.get("failure_split") or {}
+    beta, per_rate = split.get("beta"), split.get("per_rate")
+    if not (_number(beta) and _number(per_rate)):
+        return ""
+    if _number(split.get("odds_ratio")):
+        return (f"Failure probability {_plain_num(beta, '.3g')} split by a union bound: "
+                f"{_plain_num(split['odds_ratio'], '.3g')} to the conditional bound on the odds ratio of the test's "
+                f"two regions, and {_plain_num(per_rate, '.3g')} to each of {split.get('rates')} Clopper-Pearson "
+                "bounds on single rates (the likely region's rate from above and below, the rare region's from "
+                "below), at 1 threshold.")
+    thresholds = split.get("thresholds", 1)
+    return (f"Failure probability {_plain_num(beta, '.3g')} split by a union bound over the {split.get('rates')} "
+            f"error rates (false positives and false negatives) at {thresholds} threshold"
+            f"{'s' if thresholds != 1 else ''}: {_plain_num(per_rate, '.3g')} each.")
+
+
+def portfolio_choice_sentence(result: Result) -> str:
+    """Why a position's certifying score is not the one with the largest strength in the portfolio table, where
+    it is not ("" where it is): a tie at or below 0 broken by the mu bound, or a stronger score whose fit on
+    all calibration trials failed."""
+    sentences = []
+    candidates = [c for c in typed(result).attack.get("portfolio") or ()
+                  if c.get("applicable") and _number(c.get("epsilon"))]
+    for index in dict.fromkeys(c.get("index") for c in candidates):
+        here = [c for c in candidates if c.get("index") == index]
+        chosen = next((c for c in here if c.get("chosen")), None)
+        strongest = max(here, key=lambda c: c["epsilon"])
+        if chosen is None or chosen["epsilon"] >= strongest["epsilon"]:
+            continue
+        where = "" if index is None else f" at canary index {index}"
+        if strongest.get("reason"):
+            why = f"{strongest['name']} was stronger on the held-out calibration but {strongest['reason']}"
+        else:  # both at or below 0: a tie, the mu bound decided
+            why = (f"{strongest['name']}'s strength {_plain_num(strongest['epsilon'], '.4g')} and "
+                   f"{chosen['name']}'s {_plain_num(chosen['epsilon'], '.4g')} are both at or below 0 and tie; "
+                   f"the mu bound chose {chosen['name']}")
+        sentences.append(f" {chosen['name']} certified{where}: {why}.")
+    return "".join(sentences)
 
 
 def release_text(grid: Any) -> str:
@@ -447,71 +512,6 @@ def strongest_row(result: Result) -> IndexResult:
     return next((r for r in result.per_index if r.index == result.empirical.index), result.per_index[0])
 
 
-def certifying_test(result: Result) -> dict[str, Any] | None:
-    """Where the certifying test of the strongest position sits: its threshold in score units, the side of it that
-    certifies, and its certified rates; ``None`` when the epsilon record does not say (a hedged family).
-
-    Keys: ``threshold`` (raw score), ``above`` (True when the test calls S' at or above the threshold, False
-    when at or below), ``far`` (True when the bound comes from the corner where the test fires on almost
-    every trial: it counts how rarely S' scores fall on the other side, ``log((1-delta-FPR)/FNR)``), and
-    ``fpr``, ``fnr``: the upper confidence bounds of the false-positive (S called S') and false-negative
-    (S' called S) rates."""
-    record = strongest_row(result).empirical.epsilon
-    keys = ("threshold", "orientation", "direction", "false_positive_rate_upper", "false_negative_rate_upper")
-    if not all(key in record for key in keys) or not all(_number(record[key]) for key in keys[:1] + keys[3:]):
-        return None
-    sign = 1.0 if record["orientation"] == "larger under S'" else -1.0
-    return {"threshold": sign * record["threshold"], "above": sign > 0,
-            "far": str(record["direction"]).startswith("log((1-delta-FPR)"),
-            "fpr": float(record["false_positive_rate_upper"]), "fnr": float(record["false_negative_rate_upper"])}
-
-
-def roc_caption(result: Result) -> str:
-    """The ROC figure's caption: where this audit's test sits on it (its threshold and certified rates)."""
-    place = certifying_test(result)
-    if place is None:
-        return ("The further above the dotted chance line, the stronger the test; the bound is certified where the "
-                "two error rates are most unequal.")
-    side = "at or above" if place["above"] else "at or below"
-    fires = (f"This audit's test calls S' when the score is {side} {_plain_num(place['threshold'], '.4g')}: it "
-             f"fires on at least {_plain_num(1 - place['fnr'], '.3g')} of the trials of S' and at most "
-             f"{_plain_num(place['fpr'], '.3g')} of those of S (certified rates, marked).")
-    if place["far"]:
-        return (f"{fires} It certifies in the direction log((1 - delta - FPR) / FNR), from its rarer error: how "
-                f"seldom S' lands on the other side (at most {_plain_num(place['fnr'], '.3g')}) against how often "
-                f"S does (at least {_plain_num(1 - place['fpr'], '.3g')}). The curve is "
-                "drawn from that side, the rate S' is called S against the rate S is: the further it rises above "
-                "the dotted chance line at the left, the larger the epsilon.")
-    return (f"{fires} It certifies in the direction log((1 - delta - FNR) / FPR), from its false-positive rate: "
-            "the further the curve lies above the dotted chance line at that rate, the larger the epsilon.")
-
-
-#: a share of trials below this is too small to see as a bar beside the other dataset's
-THIN = 0.05
-
-
-def histogram_caption(result: Result) -> str:
-    """The score histograms' caption: the threshold of this audit's test and which side of it certifies."""
-    place = certifying_test(result)
-    if place is None:
-        return ("Look at the tails: scores where few trials of S land but many of S' do (or the reverse) are what "
-                "certify epsilon.")
-    upper_tail = place["above"] != place["far"]  # the certifying region: where the test fires, or (far) does not
-    tail = "above" if upper_tail else "below"
-    if place["far"]:
-        many, few, rare = "S", "S'", place["fnr"]
-        counts = (f"at least {_plain_num(1 - place['fpr'], '.3g')} of the trials of S land there and at most "
-                  f"{_plain_num(place['fnr'], '.3g')} of those of S'")
-    else:
-        many, few, rare = "S'", "S", place["fpr"]
-        counts = (f"at least {_plain_num(1 - place['fnr'], '.3g')} of the trials of S' land there and at most "
-                  f"{_plain_num(place['fpr'], '.3g')} of those of S")
-    thin = (f" So few of the trials of {few} land there that their bars are hard to see beside those of {many}: "
-            "the bound rests on how few they are." if rare < THIN else "")
-    return (f"The dashed line is this audit's threshold ({_plain_num(place['threshold'], '.4g')}); it certifies "
-            f"from the scores {tail} it: {counts} (certified rates).{thin}")
-
-
 def estimate_rows(result: Result) -> list[list[str]]:
     """One row per estimator that ran at the strongest position (whichever they were)."""
     return [[str(e.name), str(e.quantity), _plain_num(e.value, ".4g"), str(e.method), _plain_num(e.confidence, ".4g")]
@@ -573,7 +573,8 @@ def portfolio_rows(result: Result) -> list[list[str]]:
     rows = [["-" if index is None else str(index), " = ".join(str(c.get("name")) for c in group), "yes",
              _plain_num(epsilon, ".4g"), _plain_num(mu, ".4g"),
              ("certified (" + str(next(c.get("name") for c in group if c.get("chosen")))
-              + ")" if len(group) > 1 else "certified") if any(c.get("chosen") for c in group) else "", ""]
+              + ")" if len(group) > 1 else "certified") if any(c.get("chosen") for c in group) else "",
+             "; ".join(dict.fromkeys(str(c.get("reason")) for c in group if c.get("reason")))]
             for (index, epsilon, mu), group in tied.items()]
     rows += [[_positions_text(where, positions), name, "yes", "not judged", "", "", reason]
              for (name, reason), where in not_judged.items()]

@@ -20,6 +20,7 @@ from dpaudit.auditing.jobs.job import make_job
 from dpaudit.auditing.jobs.job_designs import COMMON_SETTINGS
 from dpaudit.auditing.jobs.result import AuditResult
 from dpaudit.auditing.jobs.store import MEMORY
+from dpaudit.core.progress import enabled as progress_enabled
 from dpaudit.mechanisms.base import Mechanism
 
 __all__ = ["audit", "make_job"]
@@ -28,7 +29,7 @@ __all__ = ["audit", "make_job"]
 def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
           dataset_pair: Sequence[Any] | None = None, canary: CanarySpec | Mapping[str, Any] | None = None,
           index: Any = None, score: Any = None, title: str | None = None, store: str = MEMORY,
-          workers: int = 1, progress: bool = False, estimators: Sequence[Any] = (),
+          workers: int = 1, progress: bool | None = None, estimators: Sequence[Any] = (),
           claimed_epsilon: float | None = None, design: AuditDesign | str = "many-runs",
           sequential: bool = False, search: Mapping[str, Any] | bool | None = None, canaries: int | None = None,
           runs: int | None = None, one_run_method: str | None = None, **settings: Any) -> AuditResult:
@@ -83,8 +84,9 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
         ``":memory:"`` (default) or an SQLite file to keep and reuse chunks.
     workers : int
         Worker processes (default 1: in this process).
-    progress : bool
-        Show progress bars.
+    progress : bool, optional
+        Show progress bars on standard error. Default: when standard error is a terminal, or as the
+        environment variable ``DPAUDIT_PROGRESS`` says (``0``: off; ``dpaudit.core.progress``).
     **settings
         ``delta``, ``confidence``, ``seed`` (every design's), and the design's own: ``trials``,
         ``threshold``, ``chunk_size``, ``calibration_fraction`` (``ManyRuns``; defaults as in configs),
@@ -116,5 +118,5 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
     target = AuditTarget(mechanism, pair=pair, dataset_pair=dataset_pair, canary=canary, index=index, score=score,
                          estimators=estimators)
     options = AuditOptions(**common, claimed_epsilon=claimed_epsilon, title=title, store=str(store), workers=workers,
-                           progress=progress)
+                           progress=progress_enabled() if progress is None else bool(progress))
     return chosen.run(target, options)

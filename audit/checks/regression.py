@@ -122,12 +122,43 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
         raise PrivacyViolation(
             f"{summary['mechanism']} is not ({epsilon:g}, {delta:g})-DP: certified epsilon >= {bound:.4f} "
             f"at delta={delta:g} with confidence {confidence:g} ({summary['trials_used']} of {trials} trials per "
-            f"dataset, stopped at look {looks.get('stopped_at_look', 1)} of {looks.get('looks_planned', 1)}, "
-            f"score {chosen!r}, "
+            f"dataset{_looks_clause(looks)}, score {chosen!r}, "
             f"{result.canary['kind']} canary, {result.canary['relation']}). "
+            + _relation_hint(result, epsilon, bound)
             + _rerun(mechanism, f"trials={trials}", seed, confidence, f", chunk_size={audit_design.chunk_size}"),
             result)
     return summary
+
+
+#: the canary pair that audits each relation, as ``assert_private`` takes it
+_PAIR_FOR = {"add-remove": "{'pair': 'remove'}", "zero-out": "{'pair': 'zero'}", "replace-one": "{'pair': 'opposite'}"}
+
+
+def _relation_hint(result: Any, epsilon: float, bound: float) -> str:
+    """When ``epsilon`` is the mechanism's own claim under another relation than the one audited, and its claim
+    under the audited relation is not exceeded: a sentence naming both, and the pair that audits the other
+    ("" otherwise). The violation stands: ``epsilon`` was asserted for the audited relation."""
+    audited = str(result.canary.get("relation"))
+    own = [c for c in result.claims if c.is_bound and c.name != "claimed_epsilon"]
+    here = [c for c in own if str(c.relation) == audited]
+    elsewhere = [c for c in own if str(c.relation) != audited and c.epsilon <= epsilon]
+    if not elsewhere or not here or any(bound > c.epsilon for c in here):
+        return ""
+    other = elsewhere[0]
+    tightest = min(here, key=lambda c: c.epsilon)
+    pair = _PAIR_FOR.get(str(other.relation), "")
+    how = f" pass canary={pair} to audit that relation" if pair else ""
+    return (f"The mechanism claims epsilon {other.epsilon:.4g} under {other.relation} ({other.name}), not under "
+            f"{audited}, the relation audited, where its claim is {tightest.epsilon:.4g} ({tightest.name}) and is "
+            f"not exceeded: if epsilon={epsilon:g} is meant for {other.relation},{how}. ")
+
+
+def _looks_clause(looks: dict[str, Any]) -> str:
+    """``", stopped early at look 2 of 7"`` for a sequential audit ("" for one that looks once)."""
+    planned, stopped = looks.get("looks_planned", 1), looks.get("stopped_at_look", 1)
+    if planned < 2:
+        return ""
+    return f", stopped early at look {stopped} of {planned}" if stopped < planned else f", all {planned} looks taken"
 
 
 def _anytime_summary(summary: dict[str, Any], result: Any, mechanism: Mechanism, epsilon: float, delta: float,

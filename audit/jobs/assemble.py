@@ -132,6 +132,18 @@ def _attack(job: AuditJob, chosen: dict[int, str] | None, candidates: dict[int, 
     return table
 
 
+def _verdict_reason(per_index: tuple[IndexResult, ...], top: IndexResult, verdict: str,
+                    violations: list[str]) -> str:
+    """The combined verdict's reason: the strongest position's, said to be of that position when there are
+    several (each position is judged against its own claims: a claim at one is not the claim at another)."""
+    if verdict == "violation":
+        return "violated claims: " + ", ".join(violations)
+    if len(per_index) < 2:
+        return top.verdict_reason
+    return (f"at canary index {top.index}, the strongest position, {top.verdict_reason}; every position is judged "
+            "against the claims made for it, and none exceeds them")
+
+
 def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str, Any],
              store: str | None = None, chosen: dict[int, str] | None = None,
              candidates: dict[int, tuple] | None = None, confidence: float | None = None,
@@ -188,7 +200,7 @@ def assemble(job: AuditJob, scores: dict[int, ScoreSource], *, timings: dict[str
         attack=_attack(job, chosen, candidates, calibration), audit=settings.to_dict(),
         seed=settings.seed, code_version=code_version(), code_fingerprint=job.code_fingerprint,
         config_source=job.source, empirical=empirical, claims=top.claims, per_index=per_index, verdict=verdict,
-        verdict_reason=(top.verdict_reason if verdict != "violation" else "violated claims: " + ", ".join(violations)),
+        verdict_reason=_verdict_reason(per_index, top, verdict, violations),
         violations=tuple(violations), tightness=top.tightness, timings=timings, store=store,
         theory_slack=top.theory_slack, sequential=sequential or {},
         conformance=conformance(job.mechanism, str(first.relation), top.claims, top.empirical.epsilon_lower_bound,

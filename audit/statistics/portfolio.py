@@ -231,7 +231,7 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
     # contest (the others are not judged: their strengths would decide nothing) when its second way round fits
     # too and its fit on all calibration outputs still says so (a few thousand trials can show an atom that is
     # not there)
-    dropped: set[str] = set()
+    dropped: dict[str, str] = {}  # name -> why its fit on all calibration outputs failed
     for score in scores:
         if not (first_preferred.get(score.name) and isinstance(outcome[score.name], list)):
             continue
@@ -240,8 +240,8 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
             continue
         try:
             fitted = _fit(score, pair, cal_a, cal_b, seed)
-        except (DPAuditError, ValueError, RuntimeError, FloatingPointError, np.linalg.LinAlgError):
-            dropped.add(score.name)
+        except (DPAuditError, ValueError, RuntimeError, FloatingPointError, np.linalg.LinAlgError) as exc:
+            dropped[score.name] = f"not chosen: its fit on all calibration trials failed ({exc or type(exc).__name__})"
             continue
         if getattr(fitted, "preferred", False) is True:
             why = getattr(fitted, "preferred_reason", "its fit says it reads the whole output, docs/theory.md 7")
@@ -273,5 +273,6 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
     name = max(mus, key=lambda n: (mus[n], efficiency.get(n, 0.0) > 1.0, -[c.name for c in applicable].index(n)))
     chosen = next(score for score in scores if score.name == name)
     candidates = [dataclasses.replace(c, mu=mus.get(c.name)) for c in candidates]
-    candidates = [dataclasses.replace(c, chosen=c.name == chosen.name) for c in candidates]
+    candidates = [dataclasses.replace(c, chosen=c.name == chosen.name, reason=dropped.get(c.name, c.reason))
+                  for c in candidates]
     return chosen, _fit(chosen, pair, cal_a, cal_b, seed), tuple(candidates)

@@ -81,6 +81,11 @@ class Claim:
     shows_value : bool
         Set for a claim of :data:`REFERENCE_KINDS` whose assumptions hold: not
         applicable, yet evaluated (its value and profile are shown beside the claims).
+    reported : bool
+        True for a value some tool reports for this mechanism although its
+        ``condition`` fails (Poisson accounting of shuffled batches): when the
+        condition fails, the entry keeps the value as ``reported_epsilon``, so
+        a report can say that a certified bound exceeds what is reported.
     """
 
     name: str
@@ -96,6 +101,7 @@ class Claim:
         default=None, repr=False, compare=False)
     compare_with: str | None = None
     covers_delta_zero: bool = False
+    reported: bool = False
     shows_value: bool = dataclasses.field(default=False, init=False)
 
     def __post_init__(self) -> None:
@@ -139,15 +145,19 @@ class Claim:
                 self.covers_delta_zero and self.epsilon_fn is not None
                 and math.isfinite(self.epsilon(0.0))):  # checked before any point condition reads delta
             valued, reason = False, NEEDS_POSITIVE_DELTA
+        reported = None
         if valued and self.condition is not None:
             failed = self.condition(epsilon, delta)
             if failed:
                 valued, reason = False, failed
+                if self.reported and delta is not None and float(delta) > 0:
+                    value = self.epsilon(delta)
+                    reported = value if math.isfinite(value) else None
         fields: dict[str, Any] = {"name": self.name, "citation": self.citation, "relation": str(self.relation),
                                   "kind": self.kind, "applicable": valued and self.applicable, "reason": reason,
                                   "index": self.index, "epsilon": None, "delta": None}
         if not valued:
-            return ClaimEntry(**fields)
+            return ClaimEntry(**fields, reported_epsilon=reported)
         notes: list[str] = []
         if delta is not None:
             fields["delta"] = float(delta)

@@ -46,6 +46,9 @@ class ClaimEntry:
         ``delta(epsilon)`` when evaluated at an epsilon.
     below_accountant : bool or None
         True when this paper claim is smaller than the accountant for the same noise.
+    reported_epsilon : float or None
+        A claim that does not apply but is what some tool reports (``Claim.reported``): the value it
+        reports at ``delta``, so that a report can say a certified bound exceeds it.
     extra : mapping
         Any other key of a document read back (kept, never interpreted).
     """
@@ -64,10 +67,11 @@ class ClaimEntry:
     profile: Mapping[str, Any] | None = None
     delta_at_epsilon: float | None = None
     below_accountant: bool | None = None
+    reported_epsilon: float | None = None
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     _KEYS = ("name", "citation", "relation", "kind", "applicable", "reason", "index", "epsilon", "delta", "notes")
-    _OPTIONAL = ("slack", "profile", "delta_at_epsilon", "below_accountant")
+    _OPTIONAL = ("slack", "profile", "delta_at_epsilon", "below_accountant", "reported_epsilon")
 
     @property
     def is_bound(self) -> bool:

@@ -235,5 +235,5 @@ def shuffled_claims(*, sigma: float, batches: int, steps: int, reshuffle: bool, 
                 f"reports epsilon={reported(delta):.4g} at delta={delta:.3g})")
 
     claims.append(Claim("poisson-as-reported", POISSON_AS_REPORTED, relation, epsilon_fn=reported,
-                        delta_fn=lambda e: delta_for_epsilon(reported, e), condition=reason))
+                        delta_fn=lambda e: delta_for_epsilon(reported, e), condition=reason, reported=True))
     return claims

@@ -18,19 +18,13 @@ from collections.abc import Iterator
 
 from tqdm import tqdm
 
+from dpaudit.core.progress import ENVIRONMENT as _ENVIRONMENT
+from dpaudit.core.progress import enabled
+
 __all__ = ["DELAY", "enabled", "training_bar", "training_progress"]
 
 #: seconds a block trains before its bar appears
 DELAY = 2.0
-_ENVIRONMENT = "DPAUDIT_PROGRESS"
-
-
-def enabled() -> bool:
-    """Whether training bars are shown (see the module docstring)."""
-    setting = os.environ.get(_ENVIRONMENT)
-    if setting is not None:
-        return setting != "0"
-    return sys.stderr.isatty()
 
 
 @contextlib.contextmanager

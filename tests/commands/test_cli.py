@@ -178,6 +178,7 @@ def test_run_then_check_of_the_dp_sgd_example_are_two_audits_whose_reports_say_w
     looks = checked["sequential"]["looks_planned"]
     assert f"Certified with confidence 0.95 over the {looks} planned looks of a sequential audit" in headline
     assert "this look's bound at confidence 0.975" in headline
+    assert f"every look taken, the last is look {looks}" in headline and "stopped early" not in headline
     assert f"(dpaudit run: audit id {ran['audit_id']})" in report and "an audit id, and report file names" in report
     assert "sequential" not in (tmp_path / "out" / f"{ran['audit_id']}.md").read_text().lower()
     summary = [line for line in checked_out.err.splitlines() if line.startswith(checked["audit_id"])]

@@ -10,17 +10,14 @@ import pytest
 
 from dpaudit.auditing.jobs.config import parse_config
 from dpaudit.auditing.jobs.runner import RunOptions
-from dpaudit.reports.html import profile_caption
+from dpaudit.reports.captions import certifying_test, histogram_caption, profile_caption, roc_caption
 from dpaudit.reports.plots import histograms, privacy_profile, roc
 from dpaudit.reports.render import render
 from dpaudit.reports.text import (
     band_sentences,
-    certifying_test,
     claims_rows,
-    histogram_caption,
     md,
     portfolio_rows,
-    roc_caption,
     theory_slack_sentence,
 )
 from tests.helpers import run_documents
@@ -187,7 +184,16 @@ def test_captions_say_where_this_audits_test_sits(documents):
     record = edited["per_index"][0]["empirical"]["epsilon"]
     record["direction"], record["false_positive_rate_upper"] = "log((1-delta-FNR)/FPR)", 0.002
     assert "log((1 - delta - FNR) / FPR), from its false-positive rate" in roc_caption(edited)
-    assert "above it: at least" in histogram_caption(edited) and "hard to see" in histogram_caption(edited)
+    assert "above it: at least" in histogram_caption(edited)
+    # "hard to see" is said of the bars drawn: not while S's bars above the threshold stand as tall as S''s ...
+    histogram = edited["per_index"][0]["distributions"]["histogram"]
+    centres = [(low + high) / 2 for low, high in zip(histogram["edges"][:-1], histogram["edges"][1:])]
+    above = [centre >= certifying_test(edited)["threshold"] for centre in centres]
+    histogram["a"] = [max(histogram["b"])] * len(centres)
+    assert "hard to see" not in histogram_caption(edited)
+    # ... and said once they are under THIN of the tallest bar of S' there
+    histogram["a"] = [0 if kept else count for kept, count in zip(above, histogram["a"])]
+    assert "hard to see" in histogram_caption(edited)
     del record["threshold"]  # a record that does not say where its test sits: a caption that claims nothing
     assert "this audit" not in roc_caption(edited).lower() and "threshold (" not in histogram_caption(edited)
 

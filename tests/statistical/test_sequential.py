@@ -78,7 +78,7 @@ PAIR = (np.array([[0.0]]), np.array([[1.0]]))
 
 
 def test_default_assert_private_catches_a_plain_float_laplace_at_an_early_look():
-    with pytest.raises(dpaudit.PrivacyViolation, match=r"stopped at look 1 of 7, score 'float-bits'"):
+    with pytest.raises(dpaudit.PrivacyViolation, match=r"stopped early at look 1 of 7, score 'float-bits'"):
         dpaudit.assert_private(dpaudit.from_callable(leaky, 1), epsilon=1.0, delta=1e-5, dataset_pair=PAIR,
                                trials=100_000)
 
