@@ -43,10 +43,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.auditing.checks.search_candidates import Candidate, EmptyDataset
@@ -62,6 +64,7 @@ from dpaudit.auditing.jobs.runner import RunOptions, run_audits
 from dpaudit.auditing.jobs.store import MEMORY
 from dpaudit.core.errors import ParameterError
 from dpaudit.core.kinds import Relation
+from dpaudit.core.progress import enabled as progress_enabled
 from dpaudit.core.validation import check_int, check_real
 from dpaudit.mechanisms.base import Mechanism, check_mechanism
 from dpaudit.mechanisms.wrapped import CallableMechanism
@@ -144,7 +147,8 @@ def _round_trials(screen_trials: int, trials: int) -> tuple[int, int, int]:
 
 def screen_rounds(mechanism: Mechanism, candidates: Sequence[Candidate], *, scores: Sequence[str],
                   round_trials: Sequence[int], keep: Sequence[int], seed: np.random.SeedSequence,
-                  first_scores: Sequence[str] | None = None) -> tuple[list[dict[str, Any]], int | None]:
+                  first_scores: Sequence[str] | None = None,
+                  progress: bool = False) -> tuple[list[dict[str, Any]], int | None]:
     """Screen ``candidates`` in rounds (successive halving); return the table and the chosen index.
 
     Round ``r`` screens, on ``round_trials[r]`` fresh trials per side, every candidate (``r = 0``, with
@@ -152,12 +156,13 @@ def screen_rounds(mechanism: Mechanism, candidates: Sequence[Candidate], *, scor
     ``scores``); the strongest of the last round is chosen (None when the function failed on every
     candidate). Row ``k`` holds candidate ``k``'s first-round ``screen_epsilon`` and ``score`` (or its
     ``error``) and, in ``rounds``, each later round's. Every draw comes from ``seed``'s children (screening
-    data only).
+    data only). With ``progress``, a bar per round on standard error.
     """
     children = seed.spawn(len(round_trials))
     table: list[dict[str, Any]] = []
     strength: dict[int, float] = {}
-    for index, (candidate, child) in enumerate(zip(candidates, children[0].spawn(len(candidates)))):
+    first = zip(candidates, children[0].spawn(len(candidates)))
+    for index, (candidate, child) in enumerate(_bar(first, len(candidates), "screening pairs", progress)):
         try:
             value, name = screen_pair(mechanism, *candidate.datasets(), first_scores or scores, round_trials[0],
                                       child, candidate.relation)
@@ -172,7 +177,8 @@ def screen_rounds(mechanism: Mechanism, candidates: Sequence[Candidate], *, scor
         if len(order) <= 1:
             break
         strength = {}
-        for index, grandchild in zip(order, child.spawn(len(order))):
+        for index, grandchild in _bar(zip(order, child.spawn(len(order))), len(order),
+                                      f"screening the {len(order)} strongest", progress):
             candidate = candidates[index]
             try:
                 value, name = screen_pair(mechanism, *candidate.datasets(), scores, trials, grandchild,
@@ -186,13 +192,19 @@ def screen_rounds(mechanism: Mechanism, candidates: Sequence[Candidate], *, scor
     return table, max(strength, key=lambda k: (strength[k], -k))
 
 
+def _bar(items: Any, total: int, description: str, progress: bool) -> Any:
+    """``items`` under a progress bar on standard error (``items`` itself when ``progress`` is off)."""
+    return tqdm(items, total=total, desc=description, unit="pair", file=sys.stderr, disable=not progress,
+                dynamic_ncols=True, leave=False)
+
+
 def search(mechanism: Mechanism, *, record_domain: Any = None, epsilon: float | None = None,
            thresholds: Sequence[float] = (), background: Any = None, score: Any = None, trials: int = 100_000,
            screen_trials: int = 1_000, min_records: int = 1, max_candidates: int = 600, delta: float = 1e-5,
            confidence: float = 0.95, seed: int = 0, title: str | None = None, queries: int | None = None,
            center: float = 1.0, sensitivity: float = 1.0, relation: str | None = None,
            labels: Sequence[float] | None = None, size: int | None = None,
-           large_records: int = LARGE_RECORDS) -> SearchResult:
+           large_records: int = LARGE_RECORDS, progress: bool | None = None) -> SearchResult:
     """Screen candidate neighbouring pairs of ``mechanism`` and certify the strongest on fresh trials.
 
     Parameters
@@ -236,6 +248,9 @@ def search(mechanism: Mechanism, *, record_domain: Any = None, epsilon: float | 
     large_records : int
         Records of the large datasets offered for float sums and means (:data:`LARGE_RECORDS`, 0: none; records
         of one number; with ``size``, that size).
+    progress : bool, optional
+        Progress bars on standard error while screening and certifying (default: when standard error is a
+        terminal, or as ``DPAUDIT_PROGRESS`` says; ``dpaudit.core.progress``).
     queries : int, optional
         The function takes a vector of this many query answers: screen the standard input
         patterns about ``(center, ..., center)`` with moves of ``sensitivity`` under ``relation``
@@ -251,6 +266,7 @@ def search(mechanism: Mechanism, *, record_domain: Any = None, epsilon: float | 
     docs/guide.md, "Neighbour search"; docs/theory.md 3.8.
     """
     check_mechanism(mechanism)  # a plain function is refused with how to wrap it, before any screening
+    progress = progress_enabled() if progress is None else bool(progress)
     if queries is not None:
         given = [name for name, value in (("labels", labels), ("size", size)) if value is not None]
         if given:
@@ -258,7 +274,7 @@ def search(mechanism: Mechanism, *, record_domain: Any = None, epsilon: float | 
         return _search_vectors(mechanism, queries=queries, center=center, sensitivity=sensitivity,
                                relation="component-wise" if relation is None else relation, epsilon=epsilon,
                                score=score, trials=trials, screen_trials=screen_trials, delta=delta,
-                               confidence=confidence, seed=seed, title=title)
+                               confidence=confidence, seed=seed, title=title, progress=progress)
     domain = record_domain if record_domain is not None else mechanism.declared_record_domain
     if domain is None:
         raise ParameterError("search needs record_domain=(low, high): where the records of your function lie")
@@ -284,7 +300,7 @@ def search(mechanism: Mechanism, *, record_domain: Any = None, epsilon: float | 
     round_trials = _round_trials(screen_trials, trials)
     table, best = screen_rounds(mechanism, candidates, scores=(score,) if named else SCREEN_SCORES,
                                 first_scores=(score,) if named else FIRST_ROUND_SCORES, round_trials=round_trials,
-                                keep=(FIRST_CUT, FINALISTS), seed=rounds_seed)
+                                keep=(FIRST_CUT, FINALISTS), seed=rounds_seed, progress=progress)
     if best is None:
         raise ParameterError(f"every candidate pair failed; the first: {table[0]['name']}: {table[0]['error']}")
     candidate = candidates[best]
@@ -297,7 +313,7 @@ def search(mechanism: Mechanism, *, record_domain: Any = None, epsilon: float | 
     job = make_job(mechanism, pair=pair, score=score, trials=trials, delta=delta, confidence=confidence, seed=fresh,
                    claimed_epsilon=epsilon if applies else None,
                    title=title or f"{mechanism.label} search: {candidate.name}")
-    result = run_audits([job], RunOptions(store=MEMORY, workers=1, progress=False))[0]
+    result = run_audits([job], RunOptions(store=MEMORY, workers=1, progress=progress))[0]
     row = table[best]
     last = (row.get("rounds") or [row])[-1]
     chosen = {**candidate.to_dict(), "score": result.attack["score"], "screen_score": last["score"],
@@ -355,7 +371,7 @@ def _candidates(mechanism: Mechanism, columns: list[tuple[float, float]], labels
 
 def _search_vectors(mechanism: Mechanism, *, queries: int, center: float, sensitivity: float, relation: str,
                     epsilon: float | None, score: str | None, trials: int, screen_trials: int, delta: float,
-                    confidence: float, seed: int, title: str | None) -> SearchResult:
+                    confidence: float, seed: int, title: str | None, progress: bool) -> SearchResult:
     """:func:`search` over the standard input patterns of a function of ``queries`` answers."""
     if epsilon is not None:
         epsilon = check_real("epsilon", epsilon, nonnegative=True)
@@ -366,12 +382,13 @@ def _search_vectors(mechanism: Mechanism, *, queries: int, center: float, sensit
     screening, certifying = np.random.SeedSequence([seed, 0x5EA2C4]).spawn(2)
     table, chosen_pair = screen_vector_pairs(
         mechanism, queries=queries, center=center, sensitivity=sensitivity, relation=relation,
-        scores=(score,) if score is not None else VECTOR_SCORES, screen_trials=screen_trials, seed=screening)
+        scores=(score,) if score is not None else VECTOR_SCORES, screen_trials=screen_trials, seed=screening,
+        progress=progress)
     fresh = int(certifying.generate_state(1)[0])  # a seed the screening never drew from
     job = make_job(mechanism, dataset_pair=chosen_pair.datasets(), score=score, trials=trials, delta=delta,
                    confidence=confidence, seed=fresh, claimed_epsilon=epsilon,
                    title=title or f"{mechanism.label} search: {chosen_pair.name}")
-    result = run_audits([job], RunOptions(store=MEMORY, workers=1, progress=False))[0]
+    result = run_audits([job], RunOptions(store=MEMORY, workers=1, progress=progress))[0]
     row = next(r for r in table if r["name"] == chosen_pair.name)
     chosen = {**chosen_pair.to_dict(), "score": result.attack["score"], "screen_epsilon": row["screen_epsilon"],
               "seed": fresh}

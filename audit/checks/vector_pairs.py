@@ -36,10 +36,12 @@ bandits", ICML (successive halving); docs/theory.md 8.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.attacks.discrete import fit_discrete
@@ -208,14 +210,15 @@ def _strength(mechanism: Mechanism, candidate: VectorCandidate, scores: Sequence
 def screen_vector_pairs(mechanism: Mechanism, *, queries: int, center: float = 1.0, sensitivity: float = 1.0,
                         relation: str = "component-wise", scores: Sequence[str] = SCREEN_SCORES,
                         screen_trials: int = 20_000, seed: np.random.SeedSequence | int = 0,
-                        finalists: int = FINALISTS, final_factor: int = FINAL_FACTOR
+                        finalists: int = FINALISTS, final_factor: int = FINAL_FACTOR, progress: bool = False
                         ) -> tuple[list[dict[str, Any]], VectorCandidate]:
     """Screen every pattern pair of ``mechanism``; return the table and the chosen pair.
 
     Every pattern is screened on ``screen_trials`` per side; the ``finalists`` strongest (none when
     0, or when there are no more patterns than that) again on ``final_factor * screen_trials``
     fresh trials, and the strongest of that round is chosen (its row has ``final_epsilon``).
-    ``seed`` drives the screening only; certify the chosen pair from a seed it never drew from.
+    ``seed`` drives the screening only; certify the chosen pair from a seed it never drew from. With
+    ``progress``, a bar per round on standard error.
     """
     if isinstance(final_factor, bool) or not isinstance(final_factor, int) or final_factor < 1:
         raise ParameterError(f"final_factor must be an integer >= 1, got final_factor={final_factor!r}")
@@ -223,14 +226,18 @@ def screen_vector_pairs(mechanism: Mechanism, *, queries: int, center: float = 1
     root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence([int(seed), 0x7EC5])
     first_round, second_round = root.spawn(2)
     table = []
-    for candidate, child in zip(candidates, first_round.spawn(len(candidates))):
+    for candidate, child in tqdm(zip(candidates, first_round.spawn(len(candidates))), total=len(candidates),
+                                 desc="screening patterns", unit="pair", file=sys.stderr, disable=not progress,
+                                 dynamic_ncols=True, leave=False):
         strength, score = _strength(mechanism, candidate, scores, screen_trials, child)
         table.append({**candidate.to_dict(), "screen_epsilon": strength, "score": score})
     order = sorted(range(len(candidates)), key=lambda i: -table[i]["screen_epsilon"])  # stable: ties by order
     if not 0 < finalists < len(candidates):
         return table, candidates[order[0]]
     best = None
-    for index, child in zip(order[:finalists], second_round.spawn(finalists)):
+    for index, child in tqdm(zip(order[:finalists], second_round.spawn(finalists)), total=finalists,
+                             desc=f"screening the {finalists} strongest", unit="pair", file=sys.stderr,
+                             disable=not progress, dynamic_ncols=True, leave=False):
         strength, score = _strength(mechanism, candidates[index], scores, final_factor * screen_trials, child)
         table[index].update(final_epsilon=strength, final_score=score)
         if best is None or strength > best[0]:

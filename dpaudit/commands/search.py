@@ -26,7 +26,15 @@ import argparse
 import sys
 from typing import Any
 
-from dpaudit.commands.common import EXIT_OK, EXIT_VIOLATION, UsageError, count, emit_json
+from dpaudit.commands.common import (
+    EXIT_OK,
+    EXIT_VIOLATION,
+    UsageError,
+    add_progress_flags,
+    count,
+    emit_json,
+    show_progress,
+)
 
 
 def load_function(spec: str) -> Any:
@@ -64,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
         found = search(mechanism, queries=args.queries, sensitivity=args.sensitivity, center=args.center,
                        relation=args.relation, epsilon=args.epsilon, score=args.score, trials=args.trials,
                        screen_trials=args.screen_trials or 20_000, delta=args.delta, confidence=args.confidence,
-                       seed=args.seed)
+                       seed=args.seed, progress=show_progress(args, sys.stderr.isatty()))
     else:
         domain = args.domain[0] if len(args.domain) == 1 else args.domain
         # records of one number: the function refuses records outside the domain; of several columns (or a
@@ -77,7 +85,8 @@ def _run(args: argparse.Namespace) -> int:
         found = search(mechanism, record_domain=domain, labels=args.labels, relation=args.relation,
                        epsilon=args.epsilon, thresholds=args.threshold or (), score=args.score,
                        trials=args.trials, screen_trials=args.screen_trials or 1_000, delta=args.delta,
-                       confidence=args.confidence, seed=args.seed, **optional)
+                       confidence=args.confidence, seed=args.seed, progress=show_progress(args, sys.stderr.isatty()),
+                       **optional)
     if args.json:
         emit_json(found.to_dict())
     else:
@@ -143,4 +152,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    add_progress_flags(parser, "when stderr is a terminal")
     parser.set_defaults(handler=_run)

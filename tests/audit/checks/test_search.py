@@ -122,8 +122,13 @@ def test_dpaudit_search_command(functions, capsys):
     document = json.loads(capsys.readouterr().out)
     assert document["violation"] and document["epsilon_lower_bound"] > CLAIM
     assert len(document["candidates"]) > 50 and document["chosen"]["relation"] == "add-remove"
-    assert main(["search", "--function", f"{path}:public_size", *common]) == 0
-    assert "no violation" in capsys.readouterr().out
+    assert main(["search", "--function", f"{path}:public_size", *common, "--progress"]) == 0
+    shown = capsys.readouterr()
+    assert "no violation" in shown.out
+    # progress forced on (stderr is no terminal under pytest): each screening round and the certification
+    assert "screening pairs" in shown.err and "screening the" in shown.err and "sampling" in shown.err
+    assert main(["search", "--function", f"{path}:public_size", *common, "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
     assert main(["search", "--function", f"{path}:nothing", *common]) == 2
     assert "has no name 'nothing'" in capsys.readouterr().err
 
