@@ -17,7 +17,7 @@ import numpy as np
 from dpaudit.attacks.canaries import CanaryPair
 from dpaudit.core.errors import ParameterError
 
-__all__ = ["TAIL_MODELS", "Score", "ScoreFunction", "check_score", "fitted_calibration_share", "fitted_declined",
+__all__ = ["TAIL_MODELS", "Score", "ScoreFunction", "check_score", "score_arithmetic", "fitted_calibration_share", "fitted_declined",
            "fitted_tail_model", "score_applies", "score_fitted", "score_needs_calibration"]
 
 #: How a fitted score's calibration rates place the epsilon test: as counted, by its exponential tilt
@@ -173,3 +173,15 @@ def fitted_declined(function: ScoreFunction) -> str | None:
         raise ParameterError(f"a fitted score's declined must be a reason (a non-empty string) or None, got "
                              f"declined={reason!r}")
     return reason
+
+
+def score_arithmetic() -> np.errstate:
+    """The floating-point error state scores are fitted and evaluated under: overflow, invalid values and
+    division by zero give inf or NaN quietly instead of NumPy's warnings on the screen.
+
+    Quiet because it is harmless: a score whose values are not finite is never used silently. A candidate
+    of a portfolio that gives such values is listed as not applicable with the reason, and a chosen score
+    that gives one on a certification chunk stops the audit with the trial's seed (``audit.jobs.chunk_checks``).
+    The mechanism's own sampling (user code) keeps the caller's error state.
+    """
+    return np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore")

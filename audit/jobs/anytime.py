@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.attacks.score_protocol import score_arithmetic
 from dpaudit.attacks.scores import ScoreFunction
 from dpaudit.auditing.jobs.anytime_result import anytime_result
 from dpaudit.auditing.jobs.assemble import claim_entries, claimed_entry
@@ -156,12 +157,24 @@ def _fit(job: AuditJob, position: _Position) -> None:
                                                  delta=settings.delta, confidence=settings.confidence)
     else:
         score = job.scores[0]
-        position.scorer = score.fit(position.pair, None, None, settings.seed)
+        with score_arithmetic():
+            position.scorer = score.fit(position.pair, None, None, settings.seed)
     position.chosen = score.name
     position.fitted_on = raw_a.shape[0]
     position.fits += 1
-    position.scores = {"a": [np.asarray(position.scorer(raw_a), float)],
-                       "b": [np.asarray(position.scorer(raw_b), float)]}
+    position.scores = {"a": [_scored(position, raw_a)], "b": [_scored(position, raw_b)]}
+
+
+def _scored(position: _Position, outputs: np.ndarray) -> np.ndarray:
+    """The chosen score of ``outputs``; a ParameterError naming the score where one is not a finite number (NumPy's
+    warnings of the score's arithmetic are not shown: the refusal says it)."""
+    with score_arithmetic():
+        values = np.asarray(position.scorer(outputs), float)
+    if not np.all(np.isfinite(values)):
+        bad = int(np.count_nonzero(~np.isfinite(values)))
+        raise ParameterError(f"score {position.chosen!r} gave {bad} value(s) that are not finite numbers on "
+                             f"{values.shape[0]} outputs of the anytime audit: use another score")
+    return values
 
 
 def _due(job: AuditJob, position: _Position) -> bool:
@@ -182,7 +195,7 @@ def _step(job: AnytimeJob, position: _Position, number: int, chunk_a: np.ndarray
             _fit(job.job, position)
         prev = {s: np.concatenate(position.scores[s]) for s in ("a", "b")}
         bets = position.process.bets(prev["a"], prev["b"])
-        new_a, new_b = (np.asarray(position.scorer(c), float) for c in (chunk_a, chunk_b))
+        new_a, new_b = (_scored(position, c) for c in (chunk_a, chunk_b))
         position.process.update(bets, new_a, new_b)
         position.scores["a"].append(new_a)
         position.scores["b"].append(new_b)

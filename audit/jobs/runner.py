@@ -27,6 +27,7 @@ import numpy as np
 from joblib import Parallel, delayed
 
 from dpaudit.attacks.canaries import CanaryPair
+from dpaudit.attacks.score_protocol import score_arithmetic
 from dpaudit.attacks.scores import ScoreFunction
 from dpaudit.auditing.jobs.anytime import run_anytime
 from dpaudit.auditing.jobs.assemble import assemble
@@ -131,7 +132,8 @@ def _run_unit(number: int, pair: CanaryPair, key: ChunkKey, trials: int, root: i
     start = time.perf_counter()
     dataset = pair.dataset_a if key[1] == "a" else pair.dataset_b
     outputs = pair.mechanism.sample(dataset, trials=trials, seed=unit_seed(root, *key))
-    values = outputs if scorer is None else scorer(outputs)
+    with score_arithmetic():  # inf or NaN scores are refused by check_chunk, with the trial's seed
+        values = outputs if scorer is None else scorer(outputs)
     check_chunk(pair, key, trials, root, outputs, None if scorer is None else values,
                 (key[0], _SIDES[key[1]], _PARTS[key[2]], key[3]))
     return number, key, values, time.perf_counter() - start
@@ -347,7 +349,8 @@ def _tasks(plans: list[_Plan], part: str, reused: dict[str, set],
             if part == "cert":
                 scorer = plan.scorers[index]
             elif not _fitted(plan):
-                scorer = plan.job.scores[0].fit(pair, None, None, plan.job.settings.seed)
+                with score_arithmetic():
+                    scorer = plan.job.scores[0].fit(pair, None, None, plan.job.settings.seed)
             for side in ("a", "b"):
                 for chunk, trials in enumerate(_part_sizes(plan, part)):
                     key = (index, side, part, chunk)
@@ -370,5 +373,6 @@ def _fit_scores(plan: _Plan, store: Store) -> None:
                 confidence=settings.confidence, planned=plan.n_cert)
             plan.chosen[index] = score.name
         else:
-            plan.scorers[index] = plan.job.scores[0].fit(pair, None, None, settings.seed)
+            with score_arithmetic():
+                plan.scorers[index] = plan.job.scores[0].fit(pair, None, None, settings.seed)
             plan.chosen[index] = plan.job.scores[0].name

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.attacks.canaries import CanaryPair
-from dpaudit.attacks.score_protocol import fitted_declined
+from dpaudit.attacks.score_protocol import fitted_declined, score_arithmetic
 from dpaudit.attacks.scores import Score, ScoreFunction, score_applies, score_needs_calibration
 from dpaudit.auditing.statistics.confidence import Counts, split_calibration
 from dpaudit.auditing.statistics.estimators import epsilon_lower_bound, gdp_lower_bound, plan_epsilon
@@ -95,9 +95,10 @@ class Candidate:
 
 
 def _fit(score: Score, pair: CanaryPair, cal_a: np.ndarray, cal_b: np.ndarray, seed: int) -> ScoreFunction:
-    if score_needs_calibration(score):
-        return score.fit(pair, cal_a, cal_b, seed)
-    return score.fit(pair, None, None, seed)
+    with score_arithmetic():
+        if score_needs_calibration(score):
+            return score.fit(pair, cal_a, cal_b, seed)
+        return score.fit(pair, None, None, seed)
 
 
 def _strength(held_a: np.ndarray, held_b: np.ndarray, *, delta: float, confidence: float, seed: int,
@@ -189,8 +190,9 @@ def choose_score(scores: Sequence[Score], pair: CanaryPair, cal_a: np.ndarray, c
         reason = fitted_declined(fitted)
         if reason:
             return reason
-        held_a = np.asarray(fitted(judge_a), dtype=float)
-        held_b = np.asarray(fitted(judge_b), dtype=float)
+        with score_arithmetic():
+            held_a = np.asarray(fitted(judge_a), dtype=float)
+            held_b = np.asarray(fitted(judge_b), dtype=float)
         if not (np.all(np.isfinite(held_a)) and np.all(np.isfinite(held_b))):
             raise ParameterError(f"score {score.name!r} gave scores that are not finite numbers")
         if way == 0:  # the first way round: what the fit says of itself
