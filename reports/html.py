@@ -10,6 +10,8 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from dpaudit.reports import plots
 from dpaudit.reports.anytime import ANYTIME_CAPTION, anytime_sentences
 from dpaudit.reports.captions import ceiling_caption, histogram_caption, profile_caption, roc_caption
+from dpaudit.reports.float_rounding import TITLE as FLOAT_ROUNDING_TITLE
+from dpaudit.reports.float_rounding import float_rounding_sentences
 from dpaudit.reports.text import (
     ESTIMATE_COLUMNS,
     INDEX_COLUMNS,
@@ -95,4 +97,5 @@ def html(result: Any) -> str:
         portfolio_columns=PORTFOLIO_COLUMNS, portfolio=portfolio_rows(result),
         conformance=conformance_rows(result),
         anytime=anytime_sentences(result) if result.anytime else [], estimators_note=estimators_note(result),
-        failure_split=failure_split_text(result))
+        failure_split=failure_split_text(result),
+        float_rounding=float_rounding_sentences(result), float_rounding_title=FLOAT_ROUNDING_TITLE)

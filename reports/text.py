@@ -19,6 +19,7 @@ from dpaudit.auditing.jobs.result import AuditResult, ClaimEntry, IndexResult, l
 from dpaudit.auditing.statistics.verdict import applicable_bounds
 from dpaudit.mechanisms.accounting.entry import REFERENCE_KINDS
 from dpaudit.reports.anytime import anytime_lines
+from dpaudit.reports.float_rounding import float_rounding_lines
 
 __all__ = ["BAND_WORDS", "CEILING_WORDS", "LOPSIDED", "band_sentences", "band_text", "claims_rows",
            "conformance_lines", "conformance_rows", "estimate_rows", "estimators_note", "gdp_sentence", "index_rows",
@@ -620,6 +621,8 @@ def markdown(result: Result) -> str:
         lines[-2:-2] = conformance_lines(result)
     if result.anytime:
         lines[-2:-2] = anytime_lines(result, md)
+    if result.float_rounding:
+        lines[-2:-2] = float_rounding_lines(result, md)
     lines += [f"- **{md(term)}**: {md(text)}" for term, text in reading_guide(result)]
     params = ", ".join(f"{md(k)} = {md(v)}" for k, v in shown_params(mech).items())
     indices = canary.get("indices") or []

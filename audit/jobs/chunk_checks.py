@@ -50,7 +50,8 @@ def check_chunk(pair: CanaryPair, key: ChunkKey, trials: int, root: int, outputs
         released = "inf" if np.isinf(rows[row]).any() else "finite outputs"
         what = f"released {released} that score {np.asarray(scores).reshape(trials, -1)[row][0]} (certification " \
                f"needs finite scores)"
-    kind = {"cal": "calibration", "cert": "certification", "any": "anytime"}.get(part, part)
+    kind = {"cal": "calibration", "cert": "certification", "any": "anytime",
+            "round": "rounded-release"}.get(part, part)
     where = f"trial {row + 1} of {trials} of the {kind} chunk {chunk} of dataset {side}"
     if mechanism.seeded:
         again = (f"draw it again with mechanism.sample(dataset_{side}, trials={trials}, "

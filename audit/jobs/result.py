@@ -226,6 +226,10 @@ class AuditResult:
     #: An anytime-valid audit's record (``audit.jobs.anytime_result``): why and when it stopped, each position's
     #: confidence sequence and the wealth of the e-process testing the claim; empty for the other designs.
     anytime: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: Where a violation was certified through ``float-bits``: the same mechanism's release rounded to a grid and
+    #: its bits below the grid, audited on fresh trials (``audit.jobs.float_rounding``): whether the violation is a
+    #: float artefact, a defect of the mechanism itself, or both; empty otherwise.
+    float_rounding: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def epsilon_lower_bound(self) -> float:
@@ -248,6 +252,7 @@ class AuditResult:
             **({"one_run": _plain(self.one_run)} if self.one_run else {}),
             **({"conformance": _plain(self.conformance)} if self.conformance else {}),
             **({"anytime": _plain(self.anytime)} if self.anytime else {}),
+            **({"float_rounding": _plain(self.float_rounding)} if self.float_rounding else {}),
         }
 
     @classmethod
@@ -276,7 +281,8 @@ class AuditResult:
                 sequential=dict(document.get("sequential") or {}),
                 one_run=dict(document.get("one_run") or {}),
                 conformance=dict(document.get("conformance") or {}),
-                anytime=dict(document.get("anytime") or {}))
+                anytime=dict(document.get("anytime") or {}),
+                float_rounding=dict(document.get("float_rounding") or {}))
         except (KeyError, TypeError) as exc:
             raise ResultError(f"not a complete dpaudit result (missing or malformed {exc})") from None
 

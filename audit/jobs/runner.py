@@ -34,6 +34,7 @@ from dpaudit.auditing.jobs.assemble import assemble
 from dpaudit.auditing.jobs.backend import check_scheduler, execution_backend
 from dpaudit.auditing.jobs.chunk_checks import check_chunk, check_judgeable_at_zero
 from dpaudit.auditing.jobs.fingerprint import code_version
+from dpaudit.auditing.jobs.float_rounding import attribute_float_rounding
 from dpaudit.auditing.jobs.job import AuditJob
 from dpaudit.auditing.jobs.one_run_result import run_one_run
 from dpaudit.auditing.jobs.parts import calibration_chunks, calibration_trials, chunk_sizes, requested_calibration
@@ -53,7 +54,9 @@ if TYPE_CHECKING:
 __all__ = ["RunOptions", "calibration_trials", "check_scheduler", "chunk_sizes", "run_audits", "run_configs",
            "unit_seed"]
 _SIDES = {"a": 0, "b": 1}
-_PARTS = {"cal": 0, "cert": 1, "any": 2}  # "any": the anytime design's chunks (audit.jobs.anytime)
+# "any": the anytime design's chunks (audit.jobs.anytime); "round": the fresh trials of a float-bits violation's
+# rounded audit (audit.jobs.float_rounding)
+_PARTS = {"cal": 0, "cert": 1, "any": 2, "round": 3}
 
 
 def unit_seed(root: int, index: int, side: str, part: str, chunk: int) -> np.random.SeedSequence:
@@ -244,6 +247,11 @@ def run_audits(jobs: list[AuditJob], options: RunOptions) -> list[AuditResult]:
                         if look == plan.looks.count - 1 or plan.job.violated(result):
                             results[number] = result
                     stage += 1
+                for number, plan in enumerate(plans):  # a float-bits violation: does it survive rounding?
+                    results[number] = attribute_float_rounding(
+                        plan, store, results[number],
+                        lambda index, side, chunk, root=plan.job.settings.seed: unit_seed(root, index, side, "round",
+                                                                                          chunk))
         finally:
             store.release(owner)
         for plan, result in zip(plans, (results[n] for n in range(len(plans)))):

@@ -18,6 +18,7 @@ def _summary(results: list["AuditResult"]) -> None:
     """One row per audit (the whole title, last), then its verdict's reason, and for a sequential audit how it
     looked (the words of the report's headline)."""
     # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
+    from dpaudit.reports.float_rounding import summary_line
     from dpaudit.reports.text import looks_text
 
     err = sys.stderr
@@ -30,6 +31,8 @@ def _summary(results: list["AuditResult"]) -> None:
         err.write(f"{'':<18} {result.verdict_reason}\n")
         if result.anytime:
             err.write(f"{'':<18} {result.anytime['statement']}\n")
+        for entry in result.float_rounding.get("positions") or ():  # a float-bits violation, rounded
+            err.write(f"{'':<18} {summary_line(entry, len(result.per_index) > 1)}\n")
         looks = looks_text(result)
         if looks:
             same = result.sequential.get("same_trials_as")
