@@ -20,6 +20,7 @@ from dpaudit.auditing.checks.designs import (
     OneRun,
     design_from_keywords,
 )
+from dpaudit.auditing.jobs.float_rounding import OUTCOME_CLAUSES
 from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS
 from dpaudit.core.errors import ParameterError
 from dpaudit.core.validation import check_real
@@ -124,7 +125,7 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
             f"at delta={delta:g} with confidence {confidence:g} ({summary['trials_used']} of {trials} trials per "
             f"dataset{_looks_clause(looks)}, score {chosen!r}, "
             f"{result.canary['kind']} canary, {result.canary['relation']}). "
-            + _relation_hint(result, epsilon, bound)
+            + _relation_hint(result, epsilon, bound) + _float_rounding_text(result)
             + _rerun(mechanism, f"trials={trials}", seed, confidence, f", chunk_size={audit_design.chunk_size}"),
             result)
     return summary
@@ -151,6 +152,15 @@ def _relation_hint(result: Any, epsilon: float, bound: float) -> str:
     return (f"The mechanism claims epsilon {other.epsilon:.4g} under {other.relation} ({other.name}), not under "
             f"{audited}, the relation audited, where its claim is {tightest.epsilon:.4g} ({tightest.name}) and is "
             f"not exceeded: if epsilon={epsilon:g} is meant for {other.relation},{how}. ")
+
+
+def _float_rounding_text(result: Any) -> str:
+    """Whether a float-bits violation survives rounding, one sentence per position ("" without one)."""
+    positions = (getattr(result, "float_rounding", None) or {}).get("positions") or ()
+    several = len(result.per_index) > 1
+    return "".join(f"{'At canary index ' + str(entry.get('index')) + ': r' if several else 'R'}ounded to a grid "
+                   f"(a post-processing), {OUTCOME_CLAUSES.get(entry.get('outcome'), 'the violation was not attributed')}"
+                   ". " for entry in positions)
 
 
 def _looks_clause(looks: dict[str, Any]) -> str:

@@ -60,11 +60,16 @@ from dpaudit.auditing.statistics.stratified import StratifiedShift
 from dpaudit.auditing.statistics.verdict import compare
 from dpaudit.core.errors import DPAuditError
 
-__all__ = ["FLOAT_BITS", "OUTCOMES", "attribute_float_rounding"]
+__all__ = ["FLOAT_BITS", "OUTCOMES", "OUTCOME_CLAUSES", "attribute_float_rounding"]
 
 FLOAT_BITS = "float-bits"
 #: The outcomes, in the words of the reports
 OUTCOMES = ("float artefact", "mechanism defect", "both")
+#: Each outcome as a clause of ``assert_private``'s violation message (the reports say more: reports/float_rounding.py)
+OUTCOME_CLAUSES = {"float artefact": "the violation does not survive: a float artefact of the low bits",
+                   "mechanism defect": "the violation survives: a defect of the mechanism itself",
+                   "both": "the violation survives and the low bits leak too: a float leak and a defect of the "
+                           "mechanism itself"}
 
 #: ``seed_of(index, side, chunk) -> numpy.random.SeedSequence`` of the fresh trials (``audit.jobs.runner``)
 SeedOf = Callable[[int, str, int], np.random.SeedSequence]
