@@ -101,10 +101,12 @@ def _run(args: argparse.Namespace) -> int:
         rounds = " -> ".join(f"{r['candidates']} on {r['trials']}" for r in found.rounds) or \
             f"{len(found.candidates)} on {found.screen_trials}"
         out.write(f"screened {len(found.candidates)} candidate pairs (rounds: {rounds} trials each{note}); "
-                  f"strongest first:\n")
+                  f"the pairs that reached the last round first, strongest first within a round (each figure from "
+                  f"the last round the pair reached):\n")
         for row in ranked[:5]:
             shown = (row.get("rounds") or [row])[-1]
-            out.write(f"  {shown['screen_epsilon']:>7.3f}  {shown['score']:<11} {row['relation']:<12} {row['name']}\n")
+            out.write(f"  round {last(row)[1] + 1}  {shown['screen_epsilon']:>7.3f}  {shown['score']:<11} "
+                      f"{row['relation']:<12} {row['name']}\n")
         chosen = found.chosen
         out.write(f"certified on {args.trials} fresh trials per dataset ({chosen['score']}, {chosen['name']}): "
                   f"epsilon >= {found.epsilon_lower_bound:.4f} at delta={args.delta:g}, confidence "

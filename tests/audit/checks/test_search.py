@@ -125,6 +125,10 @@ def test_dpaudit_search_command(functions, capsys):
     assert main(["search", "--function", f"{path}:public_size", *common, "--progress"]) == 0
     shown = capsys.readouterr()
     assert "no violation" in shown.out
+    # the listed pairs: later rounds first, strongest first within a round (each figure from its own round)
+    listed = [(int(line.split()[1]), float(line.split()[2])) for line in shown.out.splitlines()
+              if line.startswith("  round ")]
+    assert len(listed) == 5 and listed == sorted(listed, key=lambda row: (-row[0], -row[1]))
     # progress forced on (stderr is no terminal under pytest): each screening round and the certification
     assert "screening pairs" in shown.err and "screening the" in shown.err and "sampling" in shown.err
     assert main(["search", "--function", f"{path}:public_size", *common, "--quiet"]) == 0
