@@ -20,10 +20,31 @@ def catalogue() -> dict[str, Any]:
             "summary": cls.summary,
             "params": [{"name": p.name, "default": p.default, "required": p.required, "doc": p.doc}
                        for p in mechanisms.describe(cls)],
+            **_default_neighbours(cls),
         })
     document: dict[str, Any] = {"mechanisms": entries}
     document.update(_attack_catalogue())
     return document
+
+
+#: the canary pair that audits each relation ([canary] pair = ..., canary={"pair": ...})
+PAIR_FOR = {"replace-one": "opposite", "add-remove": "remove", "zero-out": "zero"}
+
+
+def _default_neighbours(cls: type) -> dict[str, Any]:
+    """The canary pair and relation a default audit of ``cls`` (its default parameters) uses; ``{}`` where the
+    defaults cannot be built."""
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
+    from dpaudit.attacks.canaries import CanarySpec
+    from dpaudit.core.errors import DPAuditError
+
+    try:
+        mechanism = cls()
+        spec = CanarySpec()
+        # the relation a default CanarySpec builds its pair under (the pair itself needs datasets)
+        return {"default_pair": spec.pair_for(mechanism), "default_relation": str(spec._relation(mechanism))}
+    except (DPAuditError, ValueError, TypeError, OSError):
+        return {}
 
 
 def _attack_catalogue() -> dict[str, Any]:
@@ -54,6 +75,12 @@ def _run(args: argparse.Namespace) -> int:
             else:
                 shown = " (optional)"
             out.write(f"      {p['name']:<12} {p['doc']}{shown}\n")
+        if entry.get("default_relation"):
+            out.write(f"      neighbours   a default audit uses {entry['default_relation']} neighbours (canary pair "
+                      f"{entry['default_pair']!r}); each claim holds for the relation it is stated for (dpaudit "
+                      f"bound {entry['name']} lists them)\n")
+    out.write("\nRelations: a claim made for one relation says nothing of another; [canary] pair = "
+              + ", ".join(f"{pair!r} audits {relation}" for relation, pair in PAIR_FOR.items()) + ".\n")
     for section in ("canaries", "scores", "estimators"):
         if section in document:
             out.write(f"\n{section.capitalize()}\n")

@@ -136,6 +136,70 @@ def test_python_blocks_of_the_docs_run_as_written(tmp_path, document):
     failed = f"{document} Python block {started[-1] if started else '?'} failed:\n{result.stdout}\n{result.stderr}"
     assert result.returncode == 0, failed
     assert len(started) == len(scripts), failed
+    # what the text says a block prints, it prints: "This prints `consistent 0.231`" after a block
+    printed = dict(zip((int(n) for n in started), re.split(r"^== running .*$\n?", result.stdout, flags=re.M)[1:]))
+    quoted = _quoted_prints(text)
+    for number, expected in quoted.items():
+        assert number in printed, f"{document} block {number} is said to print {expected!r} but runs under pytest"
+        assert _same_print(printed[number], expected), (f"{document} Python block {number} prints "
+                                                       f"{printed[number].strip()!r}; the text says {expected!r}")
+
+
+def _quoted_prints(text: str) -> dict[int, str]:
+    """``{block number: what the text right after it says it prints}``, from "prints `...`" in the paragraph
+    that follows a Python block."""
+    parts = re.split(r"```python\n.*?```", text, flags=re.S)
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    quoted = {}
+    for number, (block, after) in enumerate(zip(blocks, parts[1:])):
+        paragraph = after.strip().split("\n\n", 1)[0]
+        found = re.search(r"\bprints `([^`]+)`", paragraph)
+        comment = re.search(r"# prints: (.+?)(?:: |$)", block, re.M)  # "# prints: violation 8.807" in the block
+        if found or comment:
+            quoted[number] = (found or comment).group(1).strip()
+    return quoted
+
+
+#: The tolerance of a quoted figure: 2% of it, or 2 units of its last digit, whichever is larger (the blocks are
+#: seeded; what moves the figures is a library release, not chance)
+RELATIVE, LAST_DIGITS = 0.02, 2
+
+
+def _same_print(printed: str, expected: str) -> bool:
+    """Whether a line ``printed`` reads as ``expected``: the same words, each number within the tolerance."""
+    return any(_same_line(line.split(), expected.split()) for line in printed.splitlines())
+
+
+def _same_line(words: list[str], wanted: list[str]) -> bool:
+    if len(words) != len(wanted):
+        return False
+    for word, want in zip(words, wanted):
+        bare, target_text = word.strip("[](),"), want.strip("[](),")
+        try:
+            value, target = float(bare), float(target_text)
+        except ValueError:
+            if word != want:
+                return False
+            continue
+        if word.replace(bare, "") != want.replace(target_text, ""):  # the same brackets and commas around it
+            return False
+        decimals = len(target_text.split(".")[1]) if "." in target_text else 0
+        if abs(value - target) > max(RELATIVE * abs(target), LAST_DIGITS * 10 ** -decimals):
+            return False
+    return True
+
+
+def test_quoted_prints_are_read_and_compared_with_their_tolerance():
+    text = "```python\nprint(1)\n```\n\nThis prints `consistent 0.231`, as it should.\n\n```python\nx\n```\n\nNo.\n"
+    assert _quoted_prints(text) == {0: "consistent 0.231"}
+    assert _quoted_prints("```python\nprint(x)  # prints: consistent 1.5 [1.11, 1.84]: inside\n```\n") == {
+        0: "consistent 1.5 [1.11, 1.84]"}
+    assert _same_print("consistent 1.5 [1.12, 1.84]\n['x']\n", "consistent 1.5 [1.11, 1.84]")
+    assert _same_print("noise\nconsistent 0.232\n", "consistent 0.231")
+    assert not _same_print("consistent 0.147\n", "consistent 0.231")  # the guide's own model once drifted so
+    assert not _same_print("inconclusive 0.231\n", "consistent 0.231")
+    assert _same_print("inconclusive 7.30 float-bits", "inconclusive 7.18 float-bits")  # within 2%
+    assert not _same_print("8.807", "8.6")  # 2 units of the last digit: 0.2
 
 
 def test_readme_is_a_front_door_and_the_docs_index_lists_every_page():
