@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
 from dpaudit.attacks.scores import AUTO, get_score, score_needs_calibration
 from dpaudit.auditing.jobs.job import AuditJob, make_job
-from dpaudit.auditing.jobs.one_run_design import MAX_RUNS, ONE_RUN_DEFAULTS, ONE_RUN_KINDS, OneRunJob
+from dpaudit.auditing.jobs.one_run_design import MAX_RUNS, ONE_RUN_DEFAULTS, ONE_RUN_KINDS, OneRunJob, directions_of
 from dpaudit.auditing.jobs.result import AuditResult
 from dpaudit.auditing.jobs.runner import RunOptions, run_audits
 from dpaudit.auditing.jobs.store import MEMORY
@@ -140,6 +140,11 @@ def respelled(error: ParameterError, names: Mapping[str, str]) -> ParameterError
     for field, keyword in names.items():
         text = re.sub(rf"\b{field}(?= must|=)", keyword, text)
     return ParameterError(text)
+
+
+def _table_of(text: str) -> str:
+    """The config table of a one-run design's error: ``[canary]`` for ``kind`` and ``directions``, else ``[audit]``."""
+    return "canary" if text.startswith(("kind", "directions")) else "audit"
 
 
 def canary_kind(canary: Any) -> str | None:
@@ -257,12 +262,17 @@ class OneRun:
     kind : {"gradient", "input"}
         Gradient canaries (a parameter direction: white box) or input canaries (records scored by their loss
         under the final model: black box).
+    directions : {"dirac", "random"}, optional
+        Of gradient canaries: a uniform random unit direction each (``"random"``, the default) or a signed
+        coordinate (``"dirac"``; coordinates shared in equal blocks when canaries outnumber parameters); input
+        canaries refuse it (``[canary] directions`` in configs; docs/theory.md 9).
     """
 
     canaries: int = ONE_RUN_DEFAULTS["canaries"]
     runs: int = ONE_RUN_DEFAULTS["runs"]
     method: str = ONE_RUN_DEFAULTS["one_run_method"]
     kind: str = _JOB_DEFAULTS["kind"]
+    directions: str | None = None
 
     #: The keyword of ``dpaudit.audit`` and the ``[audit]`` key of each field named otherwise
     SPELLING: ClassVar[dict[str, str]] = {"method": "one_run_method"}
@@ -272,6 +282,7 @@ class OneRun:
         check_int("runs", self.runs, minimum=1, maximum=MAX_RUNS)
         check_choice("method", self.method, METHODS)
         check_choice("kind", self.kind, ONE_RUN_KINDS)
+        directions_of(self.kind, self.directions)
 
     def _check_canary(self, canary: Any) -> None:
         """A canary argument may name this design's kind, nothing else."""
@@ -298,7 +309,8 @@ class OneRun:
         description = {"mechanism": {"name": mechanism.name, **mechanism.params}, "canary": {"kind": self.kind}}
         return OneRunJob(mechanism, self.canaries, options.settings(),
                          options.title or f"{mechanism.label} one-run audit", description, kind=self.kind,
-                         runs=self.runs, method=self.method, claimed_epsilon=options.claimed_epsilon)
+                         runs=self.runs, method=self.method, claimed_epsilon=options.claimed_epsilon,
+                         directions=self.directions)
 
     def run(self, target: AuditTarget, options: AuditOptions) -> AuditResult:
         """Train, score the canaries, certify (``audit.jobs.one_run_result``)."""
@@ -311,11 +323,10 @@ class OneRun:
         try:
             return OneRunJob(config.mechanism, self.canaries, config.options.settings(), config.title, description,
                              config.source, kind=self.kind, runs=self.runs, method=self.method,
-                             sequential=sequential)
+                             sequential=sequential, directions=self.directions)
         except ParameterError as exc:
             text = str(respelled(exc, self.SPELLING))
-            raise ParameterError(f"{config.source}: [{'canary' if text.startswith('kind') else 'audit'}] {text}") \
-                from None
+            raise ParameterError(f"{config.source}: [{_table_of(text)}] {text}") from None
 
     def check_config(self, config: AuditConfig, *, workers: int = 1, max_memory: int | None = None,
                      store: str | None = None) -> None:

@@ -1,10 +1,11 @@
 """The ``[audit]`` keys of the designs in a config, and the design object a config builds from them.
 
 ``design = "one-run"`` with ``canaries``, ``runs`` and ``one_run_method``
-(defaults in :data:`dpaudit.auditing.jobs.one_run_design.ONE_RUN_DEFAULTS`); the
+(defaults in :data:`dpaudit.auditing.jobs.one_run_design.ONE_RUN_DEFAULTS`) and
+``[canary] directions`` (``"random"`` or ``"dirac"``, gradient canaries); the
 keys of the design of many trainings (``trials``, ``threshold``, ...),
-``[attack]`` and every ``[canary]`` key but ``kind`` are refused, naming
-them (docs/guide.md, "One training run or many"). ``design = "anytime"``
+``[attack]`` and every ``[canary]`` key but ``kind`` and ``directions`` are
+refused, naming them (docs/guide.md, "One training run or many"). ``design = "anytime"``
 takes ``budget``, ``first`` and ``futility`` (docs/theory.md 13) and refuses
 ``trials``, ``threshold`` and ``calibration_fraction``. :func:`config_design`
 turns the resolved tables into ``OneRun``, ``Anytime`` or ``ManyRuns``
@@ -60,6 +61,10 @@ def one_run_keys(raw: dict[str, Any], source: str) -> tuple[dict[str, Any], dict
     elsewhere = [key for key in ANYTIME_KEYS if key in audit]
     if elsewhere and design != "anytime":
         raise _fail(source, "audit", elsewhere[0], "applies to design = 'anytime' only; add it or remove the key")
+    named = raw.get("canary", {}).get("directions") if isinstance(raw.get("canary"), dict) else None
+    if isinstance(named, str) and design != "one-run":  # a list is a scheduled canary's (attacks.canaries)
+        raise _fail(source, "canary", "directions", f"directions={named!r} applies to design = 'one-run' only (a "
+                                                    f"scheduled canary's directions are a list of vectors)")
     if design == "anytime":
         if given:
             raise _fail(source, "audit", next(iter(given)), "applies to design = 'one-run' only; remove it")
@@ -74,20 +79,24 @@ def one_run_keys(raw: dict[str, Any], source: str) -> tuple[dict[str, Any], dict
             raise _fail(source, "audit", key, "does not apply to design = 'one-run' (one training run, "
                                               "canaries instead of trials); remove it")
     canary = raw.get("canary", {})
-    extra = [key for key in canary if key != "kind"]
+    canary = dict(canary) if isinstance(canary, dict) else canary  # not a table: refused as [canary] later
+    directions = {"directions": canary.pop("directions")} if isinstance(canary, dict) and "directions" in canary \
+        else {}
+    extra = [key for key in canary if key != "kind"] if isinstance(canary, dict) else []
     if extra:
         raise _fail(source, "canary", extra[0], "does not apply to design = 'one-run' (the canaries are drawn "
-                                                "from [audit] seed); only kind is taken")
+                                                "from [audit] seed); only kind and directions are taken")
     attack = raw.get("attack", {})
     if attack:
         raise _fail(source, "attack", next(iter(attack)), "does not apply to design = 'one-run' (the score "
                                                           "follows the canary kind)")
-    table = {**ONE_RUN_DEFAULTS, **given}
-    return {**raw, "audit": audit}, table
+    table = {**ONE_RUN_DEFAULTS, **given, **directions}
+    return {**raw, "audit": audit, **({"canary": canary} if "canary" in raw else {})}, table
 
 
 def config_design(config: AuditConfig) -> ManyRuns | OneRun | Anytime:
-    """The design object of a resolved config: ``OneRun`` from its one-run table and ``[canary] kind``,
+    """The design object of a resolved config: ``OneRun`` from its one-run table and ``[canary] kind`` (and
+    ``directions``),
     ``Anytime`` from its anytime table, else ``ManyRuns`` from ``[audit]``; errors name the config and the key."""
     table = config.one_run
     anytime = config.resolved.get("anytime")
@@ -101,8 +110,9 @@ def config_design(config: AuditConfig) -> ManyRuns | OneRun | Anytime:
         return ManyRuns(**{key: config.audit[key] for key in MANY_RUNS_SETTINGS})
     kind = {"kind": config.canary.kind} if config.canary.kind else {}  # else the design's default
     try:
-        return OneRun(canaries=table["canaries"], runs=table["runs"], method=table["one_run_method"], **kind)
+        return OneRun(canaries=table["canaries"], runs=table["runs"], method=table["one_run_method"],
+                      directions=table.get("directions"), **kind)
     except ParameterError as exc:
         text = str(respelled(exc, OneRun.SPELLING))
-        raise ParameterError(f"{config.source}: [{'canary' if text.startswith('kind') else 'audit'}] {text}") \
-            from None
+        table_name = "canary" if text.startswith(("kind", "directions")) else "audit"
+        raise ParameterError(f"{config.source}: [{table_name}] {text}") from None

@@ -11,6 +11,12 @@ model-based, labelled so, and never used for a verdict.
 
 The result records the design (``audit.design``) and a ``one_run`` section
 whose ``statement`` and ``assumptions`` are the words every report prints.
+Beside the certified bound the statement gives what canaries free of
+interference would let the same test certify in this training (the median
+of seeded draws from the training's last-iterate linear-loss surrogate laws,
+``audit.statistics.one_run_ceiling``): a reference, not a bound. The
+assumptions say how the canaries were drawn (Dirac coordinates, blocks of
+them, or random directions) and how much their directions overlap.
 
 References
 ----------
@@ -30,15 +36,16 @@ import numpy as np
 
 from dpaudit.auditing.jobs.assemble import claim_entries
 from dpaudit.auditing.jobs.fingerprint import code_version
-from dpaudit.auditing.jobs.one_run_design import OneRunJob, train_and_score
+from dpaudit.auditing.jobs.one_run_design import GRADIENT_SCORE, OneRunJob, train_and_score
 from dpaudit.auditing.jobs.result import AuditResult, Empirical, EstimateEntry, IndexResult
+from dpaudit.auditing.statistics.one_run_ceiling import FREE_LEVELS, FreeFigure, canary_overlap, interference_free
 from dpaudit.auditing.statistics.one_run_fdp import METHODS, OneRunAudit, one_run_audit
 from dpaudit.auditing.statistics.verdict import compare
 from dpaudit.core.kinds import Relation
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
 
-__all__ = ["METHOD_NAMES", "distributions_of", "gaussian_pair_estimate", "one_run_estimates", "one_run_result",
-           "relation_of", "run_one_run"]
+__all__ = ["METHOD_NAMES", "canary_sentence", "distributions_of", "free_figure", "gaussian_pair_estimate",
+           "one_run_estimates", "one_run_result", "relation_of", "run_one_run"]
 
 METHOD_NAMES = {"fdp": "one-run f-DP (Mahloujifar et al. 2024)", "steinke": "one-run (epsilon, delta) "
                 "(Steinke et al. 2023)", "tail": "one-run tail bound (Xiang et al. 2025)"}
@@ -75,12 +82,59 @@ def one_run_estimates(scores: np.ndarray, included: np.ndarray, *, delta: float,
             for method in METHODS}
 
 
+def free_figure(job: OneRunJob, method: str) -> FreeFigure | None:
+    """What ``method`` certifies on canaries free of interference in ``job``'s training: seeded draws of the
+    training's last-iterate linear-loss surrogate laws (``audit.statistics.one_run_ceiling``), as many canaries
+    as the audit pools; ``None`` where the training has no such laws (every iterate released)."""
+    laws = job.mechanism.surrogate_output_laws()
+    if laws is None or not hasattr(laws, "means_a"):
+        return None
+    settings = job.settings
+    return interference_free(laws, canaries=job.canaries * job.runs, delta=settings.delta,
+                             confidence=settings.confidence, method=method, seed=settings.seed)
+
+
+def canary_sentence(job: OneRunJob) -> str:
+    """How the canaries were drawn, and how much the directions of gradient canaries overlap."""
+    m, parameters = job.canaries, job.mechanism.parameter_count
+    if job.kind != "gradient":
+        return ("each input canary is a record with random features of norm 1 and a random label, drawn from the "
+                "seed before training")
+    overlap = canary_overlap(m, parameters, job.directions)
+    if job.directions == "random":
+        return (f"each gradient canary is C times a uniform random unit direction of the {parameters} parameters, "
+                f"drawn from the seed before training; each score carries {overlap:.3g} other canaries' gradients "
+                f"on average (the sum of squared inner products of its direction with the others'; Dirac canaries: "
+                f"{canary_overlap(m, parameters, 'dirac'):.3g})")
+    head = (f"each gradient canary is C times one of the {parameters} parameters' coordinates with a sign (Dirac "
+            f"canaries), coordinates and signs drawn from the seed before training")
+    if m <= parameters:
+        return f"{head}; the {m} coordinates are distinct, so no canary's score carries another's gradient"
+    full = m // parameters
+    blocks = f"{full} or {full + 1}" if m % parameters else f"{full}"
+    return (f"{head}; the {m} canaries outnumber the parameters, so they share coordinates in blocks of {blocks}, "
+            f"and each score carries {overlap:.3g} other canaries' gradients on average (any {m} directions in "
+            f"{parameters} dimensions overlap by at least {m / parameters - 1:.3g})")
+
+
+def _free_sentence(figure: FreeFigure | None, headline: OneRunAudit) -> str:
+    if figure is None:
+        return ""
+    low, high = (f"{100 * level:g}%" for level in FREE_LEVELS)
+    ratio = (f"; the certified bound is {headline.epsilon_lower_bound / figure.median:.2f} of it"
+             if figure.median > 0 else "")
+    return (f" Gradient canaries free of interference, each scored by this training's last-iterate linear-loss "
+            f"surrogate laws, would let the same test certify about {figure.median:.3f} (the median of "
+            f"{figure.draws} seeded draws of {figure.canaries} canaries, whose {low} and {high} quantiles are "
+            f"{figure.low:.3f} and {figure.high:.3f}): a reference, not a bound{ratio}.")
+
+
 def _assumptions(job: OneRunJob, headline: OneRunAudit, relation: Relation) -> list[str]:
     mech = job.mechanism
     absent = ("an excluded canary is a record whose gradient is zero, which Poisson sampling treats as no record"
               if mech.zero_record_is_absent else "an excluded canary is a record whose gradient is zero")
     items = [f"each canary was included with probability 1/2, independently, from the seed before training; "
-             f"{absent} ({relation} neighbours)"]
+             f"{absent} ({relation} neighbours)", canary_sentence(job)]
     if headline.method == "fdp":
         items.append(f"the tradeoff between including and excluding one canary lies in the Gaussian family "
                      f"(mu-GDP): the test certifies mu of at least {headline.mu_lower_bound:.4g}, and epsilon is the "
@@ -119,10 +173,11 @@ def one_run_result(job: OneRunJob, scores: np.ndarray, included: np.ndarray, *, 
     judged = compare(headline.epsilon_lower_bound, claims, str(relation))
     pooled = job.canaries * job.runs
     runs = "one training run" if job.runs == 1 else f"{job.runs} training runs"
+    free = free_figure(job, headline.method)
     statement = (f"Certified with confidence {settings.confidence:g}: epsilon is at least "
                  f"{headline.epsilon_lower_bound:.3f} at delta = {settings.delta:g}, from {runs} with "
                  f"{pooled} {job.kind} canaries ({int(included.sum())} included), by the "
-                 f"{METHOD_NAMES[headline.method]} test.")
+                 f"{METHOD_NAMES[headline.method]} test.{_free_sentence(free, headline)}")
     model_sentence = ("Model-based Gaussian-pair estimate (not certified; the verdict does not use it): if the "
                       "scores of included and excluded canaries were two Gaussians of one variance, mu would be "
                       f"{_fmt(model['mu'])} and epsilon at delta = {settings.delta:g} would be "
@@ -143,17 +198,18 @@ def one_run_result(job: OneRunJob, scores: np.ndarray, included: np.ndarray, *, 
                       theory_slack=judged.theory_slack())
     one_run = {"design": "one-run", "canaries": job.canaries, "runs": job.runs, "pooled_canaries": pooled,
                "included": int(included.sum()), "kind": job.kind, "method": headline.method,
+               "directions": job.directions, "interference_free": free.to_dict() if free else None,
                "statement": statement, "assumptions": _assumptions(job, headline, relation),
                "model_based": model_sentence, "gaussian_pair": model}
     audit = {**settings.to_dict(), "trials": job.runs, "design": "one-run", "canaries": job.canaries,
              "runs": job.runs, "one_run_method": job.method}
-    score = "parameter-shift" if job.kind == "gradient" else "canary-loss"
+    score = GRADIENT_SCORE if job.kind == "gradient" else "canary-loss"
     return AuditResult(
         audit_id=job.audit_id, title=job.title,
         mechanism={"name": mech.name, "params": mech.params, "inapplicable": sorted(mech.inapplicable()),
                    "release_grid": mech.release_grid},
         canary={**job.description.get("canary", {}), "kind": job.kind, "relation": str(relation), "indices": [None],
-                "canaries": job.canaries},
+                "canaries": job.canaries, **({"directions": job.directions} if job.directions else {})},
         attack={"score": score}, audit=audit, seed=settings.seed, code_version=code_version(),
         code_fingerprint=job.code_fingerprint, config_source=job.source, empirical=empirical,
         claims=row.claims, per_index=(row,), verdict=row.verdict,
