@@ -13,9 +13,15 @@ each ceiling it prints its band: where 95% of ideal threshold audits land
 
 For a trained model it also compares the designs: many trainings (the
 ceiling at the configured trials, and the trainings they take) against one
-run with ``m`` canaries (``--canaries``, or the config's), whose best case is
-forecast by every one-run estimator on canaries that are each a Gaussian
-pair of the same value and do not interfere (a reference, not a bound).
+run with ``m`` canaries (``--canaries``, or the config's). One run's figure
+is what every one-run test certifies on ``m`` canaries free of interference,
+each scored by the position's own laws (the last-iterate linear-loss
+surrogate for a model): the median of ``--draws`` seeded draws and their 10%
+and 90% quantiles (``audit.statistics.one_run_ceiling``; a reference, not a
+bound). It then compares the canary choices of one run: the figure is the
+same for Dirac and random gradient canaries, and what differs is how many
+other canaries' gradients each canary's score carries, which the command
+states with the variance they add beside the noise's (docs/theory.md 9).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from dpaudit.commands.common import count, emit_json
 from dpaudit.core.errors import NotExact, ParameterError
 from dpaudit.reports.text import BAND_WORDS, CEILING_WORDS
 
-__all__ = ["equivalent_mu", "one_run_forecast", "plan_pair", "trials_for_target"]
+__all__ = ["canary_choices", "equivalent_mu", "one_run_forecast", "plan_pair", "trials_for_target"]
 
 MAX_TRIALS = 10**12
 
@@ -122,23 +128,55 @@ def equivalent_mu(value: float, delta: float) -> float:
     return low
 
 
-def one_run_forecast(value: float, *, canaries: int, runs: int, delta: float, confidence: float,
-                     seed: int = 0) -> dict[str, Any]:
-    """What one run with ``canaries`` canaries (``runs`` pooled) could certify at best: each canary's score a
-    Gaussian pair of the same ``value`` (its equivalent mu), no interference between canaries, one seeded
-    draw; each estimator of the one-run design on those scores (docs/theory.md 9)."""
+def one_run_forecast(laws, value: float, *, canaries: int, runs: int, delta: float, confidence: float,
+                     draws: int | None = None, seed: int = 0) -> dict[str, Any]:
+    """What one run with ``canaries`` canaries (``runs`` pooled) certifies when its canaries are free of
+    interference, each scored by ``laws`` (a Gaussian mixture per side; ``None``: the Gaussian pair of epsilon
+    ``value``): every one-run test's median over ``draws`` seeded draws (default ``FREE_DRAWS``) and their 10%
+    and 90% quantiles."""
     # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
-    import numpy as np
+    from dpaudit.auditing.statistics.one_run_ceiling import FREE_DRAWS, GaussianPair, interference_free
+    from dpaudit.auditing.statistics.one_run_fdp import METHODS
 
-    from dpaudit.auditing.statistics.one_run_fdp import METHODS, one_run_audit
-
+    draws = draws or FREE_DRAWS
     mu = equivalent_mu(value, delta)
-    rng = np.random.default_rng(seed)
-    included = rng.integers(0, 2, canaries * runs)
-    scores = rng.standard_normal(included.size) + mu * included
-    bounds = {method: one_run_audit(scores, included, delta=delta, confidence=confidence, method=method,
-                                    seed=seed).epsilon_lower_bound for method in METHODS}
-    return {"canaries": canaries, "runs": runs, "trainings": runs, "per_canary_mu": mu, "certifiable": bounds}
+    laws = laws if hasattr(laws, "means_a") else GaussianPair(mu)
+    figures = {method: interference_free(laws, canaries=canaries * runs, delta=delta, confidence=confidence,
+                                         method=method, draws=draws, seed=seed) for method in METHODS}
+    return {"canaries": canaries, "runs": runs, "trainings": runs, "draws": draws, "per_canary_mu": mu,
+            "laws": "gaussian-pair" if isinstance(laws, GaussianPair) else "position",
+            "certifiable": {method: figure.median for method, figure in figures.items()},
+            "bands": {method: [figure.low, figure.high] for method, figure in figures.items()}}
+
+
+def canary_choices(laws, *, canaries: int, parameters: int, configured: str) -> list[dict[str, Any]]:
+    """The canary choices of one run for a model: for gradient canaries (Dirac, random) the other canaries'
+    gradients each score carries on average and the variance they add as a share of the noise's along it; for
+    input canaries neither is known here. ``configured`` names the config's choice (``"gradient, dirac"``)."""
+    # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
+    from dpaudit.auditing.statistics.one_run_ceiling import canary_overlap, interference_share
+
+    rows = []
+    for directions in ("dirac", "random"):
+        overlap = canary_overlap(canaries, parameters, directions)
+        share = interference_share(laws, overlap) if hasattr(laws, "means_a") else None
+        rows.append({"choice": f"gradient, {directions}", "overlap": overlap, "interference_share": share})
+    rows.append({"choice": "input", "overlap": None, "interference_share": None})
+    return [{**row, "configured": row["choice"] == configured} for row in rows]
+
+
+def _choices_text(choices: list[dict[str, Any]]) -> str:
+    parts = []
+    for row in choices:
+        name = row["choice"] + (" (configured)" if row["configured"] else "")
+        if row["overlap"] is None:
+            parts.append(f"{name}: its gradient is clipped to C but moves with the model and shares the data's "
+                         f"directions; not estimated here")
+            continue
+        share = (f", adding {100 * row['interference_share']:.3g}% to the noise's variance along it"
+                 if row["interference_share"] is not None else "")
+        parts.append(f"{name}: each score carries {row['overlap']:.3g} other canaries' gradients on average{share}")
+    return "; ".join(parts)
 
 
 def _many_runs(config):
@@ -154,6 +192,7 @@ def _many_runs(config):
 def _run(args: argparse.Namespace) -> int:
     # the command line loads a subcommand's modules when it runs: dpaudit --help imports no NumPy
     from dpaudit.auditing.jobs.config import load_configs
+    from dpaudit.auditing.jobs.one_run_design import DEFAULT_DIRECTIONS
 
     if not 0 < args.target < 1:
         raise ParameterError(f"target must be a fraction in (0, 1), got target={args.target}")
@@ -175,13 +214,19 @@ def _run(args: argparse.Namespace) -> int:
         known = [row for row in rows if row.get("value")]
         if config.mechanism.name == "model" and known:
             strongest = max(known, key=lambda row: row["value"])
+            laws, _ = _laws(next(pair for pair in job.pairs if pair.index == strongest["index"]))
             canaries = args.canaries or (one_run or {}).get("canaries") or 1000
+            configured = (f"gradient, {(one_run or {}).get('directions') or DEFAULT_DIRECTIONS}"
+                          if (config.canary.kind or "gradient") == "gradient" else "input")
             document["designs"] = {
                 "many-runs": {"trials": settings.trials, "trainings": 2 * settings.trials * len(job.pairs),
                               "ceiling": max(row["ceiling"] for row in known)},
-                "one-run": one_run_forecast(strongest["value"], canaries=canaries,
-                                            runs=(one_run or {}).get("runs", 1), delta=settings.delta,
-                                            confidence=settings.confidence)}
+                "one-run": {**one_run_forecast(laws, strongest["value"], canaries=canaries,
+                                               runs=(one_run or {}).get("runs", 1), delta=settings.delta,
+                                               confidence=settings.confidence, draws=args.draws),
+                            "choices": canary_choices(laws, canaries=canaries,
+                                                      parameters=config.mechanism.parameter_count,
+                                                      configured=configured)}}
         documents.append(document)
     if all(row["value_kind"] is None for document in documents for row in document["positions"]):
         first = documents[0]["positions"][0]["reason"]
@@ -209,12 +254,18 @@ def _run(args: argparse.Namespace) -> int:
                   + (f"needs trials={needed} per dataset" if needed else f"needs more than {MAX_TRIALS:.0e} trials"))
         if "designs" in document:
             many, one = document["designs"]["many-runs"], document["designs"]["one-run"]
-            bounds = ", ".join(f"{method} {value:.3f}" for method, value in one["certifiable"].items())
+            bounds = ", ".join(f"{method} {value:.3f} ({low:.3f} to {high:.3f})" for (method, value), (low, high)
+                               in zip(one["certifiable"].items(), one["bands"].values()))
+            laws = ("the position's own score laws" if one["laws"] == "position" else
+                    f"a Gaussian pair of mu {one['per_canary_mu']:.3f}")
             print(f"  designs: many trainings ({many['trainings']} trainings) certify at most the ceiling "
                   f"{many['ceiling']:.4f}; one run with {one['canaries']} canaries ({one['trainings']} training"
-                  f"{'s' if one['trainings'] > 1 else ''}) could certify at best {bounds} (each canary a Gaussian "
-                  f"pair of mu {one['per_canary_mu']:.3f}, no interference between canaries: a reference, "
-                  f"not a bound; canaries in one model share its noise and usually certify less)")
+                  f"{'s' if one['trainings'] > 1 else ''}), each free of interference and scored by {laws}, "
+                  f"certifies about {bounds} (medians of {one['draws']} seeded draws, 10% and 90% quantiles in "
+                  f"brackets: a reference, not a bound)")
+            print(f"  canary choices of one run (the same figure free of interference; they differ in how the "
+                  f"canaries interfere): {_choices_text(one['choices'])}; the data's own gradients add to every "
+                  f"choice, not estimated here")
     if any(row.get("ceiling_band") for document in documents for row in document["positions"]):
         print(f"Statistical ceiling: {CEILING_WORDS}\nCeiling band: {BAND_WORDS}")
     return 0
@@ -228,5 +279,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="fraction F in (0, 1) of the exact (or surrogate) value the ceiling should reach")
     parser.add_argument("--canaries", type=count(2), default=None,
                         help="canaries of the one-run design compared for models (default: the config's, or 1000)")
+    parser.add_argument("--draws", type=count(1), default=None,
+                        help="seeded draws of canaries free of interference per one-run figure (default 21)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(handler=_run)

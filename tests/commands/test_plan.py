@@ -74,14 +74,27 @@ canaries = 100
 def test_plan_compares_many_trainings_with_one_run_for_a_model(tmp_path, capsys):
     path = tmp_path / "model.toml"
     path.write_text(MODEL)
-    assert main(["plan", str(path), "--target", "0.5", "--json"]) == 0
+    assert main(["plan", str(path), "--target", "0.5", "--json", "--draws", "5"]) == 0
     (document,) = json.loads(capsys.readouterr().out)
     many, one = document["designs"]["many-runs"], document["designs"]["one-run"]
     value = max(row["value"] for row in document["positions"])
     assert many["trainings"] == 2 * 100_000 and 0 < many["ceiling"] < value
-    assert one["canaries"] == 100 and one["trainings"] == 1
+    assert one["canaries"] == 100 and one["trainings"] == 1 and one["draws"] == 5 and one["laws"] == "position"
     assert set(one["certifiable"]) == {"fdp", "steinke", "tail"}
-    # the forecast's canaries are Gaussian pairs of epsilon `value`: a sound estimator certifies no more
+    # the forecast's canaries are drawn from the position's laws, of epsilon `value`: a sound estimator
+    # certifies no more (each draw with probability 0.95, so the median of five almost surely)
     assert all(0 <= bound <= value for bound in one["certifiable"].values())
-    assert main(["plan", str(path), "--target", "0.5", "--canaries", "400"]) == 0
-    assert "one run with 400 canaries (1 training) could certify at best" in capsys.readouterr().out
+    assert all(low <= one["certifiable"][method] <= high for method, (low, high) in one["bands"].items())
+    # the canary choices: the same figure, told apart by how much the other canaries' gradients weigh
+    choices = {row["choice"]: row for row in one["choices"]}
+    assert set(choices) == {"gradient, dirac", "gradient, random", "input"}
+    assert choices["gradient, random"]["configured"] and not choices["gradient, dirac"]["configured"]
+    assert choices["gradient, dirac"]["overlap"] == pytest.approx(100 / 15 - 1, abs=0.05)  # 15 parameters
+    assert choices["gradient, random"]["overlap"] == pytest.approx(99 / 15)
+    assert 0 < choices["gradient, dirac"]["interference_share"] < choices["gradient, random"]["interference_share"]
+    assert choices["input"]["overlap"] is None
+    assert main(["plan", str(path), "--target", "0.5", "--canaries", "400", "--draws", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "one run with 400 canaries (1 training), each free of interference and scored by the position's " \
+           "own score laws, certifies about fdp" in out
+    assert "gradient, random (configured): each score carries 26.6 other canaries' gradients" in out
