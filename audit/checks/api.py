@@ -20,7 +20,6 @@ from dpaudit.auditing.jobs.job import make_job
 from dpaudit.auditing.jobs.job_designs import COMMON_SETTINGS
 from dpaudit.auditing.jobs.result import AuditResult
 from dpaudit.auditing.jobs.store import MEMORY
-from dpaudit.core.progress import enabled as progress_enabled
 from dpaudit.mechanisms.base import Mechanism
 
 __all__ = ["audit", "make_job"]
@@ -118,5 +117,5 @@ def audit(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
     target = AuditTarget(mechanism, pair=pair, dataset_pair=dataset_pair, canary=canary, index=index, score=score,
                          estimators=estimators)
     options = AuditOptions(**common, claimed_epsilon=claimed_epsilon, title=title, store=str(store), workers=workers,
-                           progress=progress_enabled() if progress is None else bool(progress))
+                           progress=progress)
     return chosen.run(target, options)

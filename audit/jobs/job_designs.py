@@ -36,6 +36,7 @@ from dpaudit.auditing.statistics.budget import Estimate, check_budget
 from dpaudit.auditing.statistics.one_run_fdp import METHODS
 from dpaudit.auditing.statistics.settings import AUDIT_DEFAULTS, AuditSettings, check_setting
 from dpaudit.core.errors import ParameterError
+from dpaudit.core.progress import enabled as progress_enabled
 from dpaudit.core.validation import check_choice, check_int, check_real
 from dpaudit.mechanisms.base import Mechanism, check_mechanism
 
@@ -105,8 +106,9 @@ class AuditOptions:
         ``":memory:"`` or an SQLite file keeping the chunks.
     workers : int
         Worker processes (1: in this process).
-    progress : bool
-        Show progress bars.
+    progress : bool, optional
+        Show progress bars (None: when standard error is a terminal, or as ``DPAUDIT_PROGRESS`` says;
+        ``dpaudit.core.progress``).
     """
 
     delta: float = AUDIT_DEFAULTS["delta"]
@@ -116,11 +118,12 @@ class AuditOptions:
     title: str | None = None
     store: str = MEMORY
     workers: int = 1
-    progress: bool = False
+    progress: bool | None = False
 
     def __post_init__(self) -> None:
         for key in COMMON_SETTINGS:
             check_setting(key, getattr(self, key))
+        object.__setattr__(self, "progress", progress_enabled() if self.progress is None else bool(self.progress))
         if self.claimed_epsilon is not None:
             check_real("claimed_epsilon", self.claimed_epsilon, nonnegative=True)
 
