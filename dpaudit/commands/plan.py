@@ -28,9 +28,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Any
 
-from dpaudit.commands.common import count, emit_json
+from tqdm import tqdm
+
+from dpaudit.commands.common import add_progress_flags, count, emit_json, show_progress
 from dpaudit.core.errors import NotExact, ParameterError
 from dpaudit.reports.text import BAND_WORDS, CEILING_WORDS
 
@@ -196,6 +199,7 @@ def _run(args: argparse.Namespace) -> int:
 
     if not 0 < args.target < 1:
         raise ParameterError(f"target must be a fraction in (0, 1), got target={args.target}")
+    shown = show_progress(args, sys.stderr.isatty())
     documents = []
     for config in load_configs(args.config):
         one_run = config.one_run
@@ -203,18 +207,23 @@ def _run(args: argparse.Namespace) -> int:
         settings = job.settings
         confidence = 1 - (1 - settings.confidence) / len(job.pairs)  # the audit's per-position confidence
         rows = []
+        steps = len(job.pairs) + 2 * (config.mechanism.name == "model")  # each position; a model's two designs
+        bar = tqdm(total=steps, desc=f"planning {config.title}", unit="step", file=sys.stderr, disable=not shown,
+                   dynamic_ncols=True, leave=False)
         for pair in job.pairs:
             try:
                 rows.append(plan_pair(pair, target=args.target, delta=settings.delta, confidence=confidence,
                                       trials=settings.trials, fraction=settings.calibration_fraction))
             except ParameterError as exc:  # this position has no known laws; the others are still planned
                 rows.append({"index": pair.index, "value_kind": None, "reason": str(exc)})
+            bar.update()
         document = {"title": config.title, "source": config.source, "delta": settings.delta,
                     "confidence": confidence, "positions": rows}
         known = [row for row in rows if row.get("value")]
         if config.mechanism.name == "model" and known:
             strongest = max(known, key=lambda row: row["value"])
             laws, _ = _laws(next(pair for pair in job.pairs if pair.index == strongest["index"]))
+            bar.update()
             canaries = args.canaries or (one_run or {}).get("canaries") or 1000
             configured = (f"gradient, {(one_run or {}).get('directions') or DEFAULT_DIRECTIONS}"
                           if (config.canary.kind or "gradient") == "gradient" else "input")
@@ -227,6 +236,8 @@ def _run(args: argparse.Namespace) -> int:
                             "choices": canary_choices(laws, canaries=canaries,
                                                       parameters=config.mechanism.parameter_count,
                                                       configured=configured)}}
+            bar.update()
+        bar.close()
         documents.append(document)
     if all(row["value_kind"] is None for document in documents for row in document["positions"]):
         first = documents[0]["positions"][0]["reason"]
@@ -279,6 +290,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="fraction F in (0, 1) of the exact (or surrogate) value the ceiling should reach")
     parser.add_argument("--canaries", type=count(2), default=None,
                         help="canaries of the one-run design compared for models (default: the config's, or 1000)")
+    add_progress_flags(parser, "when stderr is a terminal")
     parser.add_argument("--draws", type=count(1), default=None,
                         help="seeded draws of canaries free of interference per one-run figure (default 21)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")

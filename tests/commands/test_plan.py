@@ -33,8 +33,10 @@ delta = 1e-5
 def test_plan_finds_the_trials_where_the_ceiling_reaches_the_target(tmp_path, capsys):
     path = tmp_path / "small.toml"
     path.write_text(CONFIG)
-    assert main(["plan", str(path), "--target", "0.6", "--json"]) == 0
-    (document,) = json.loads(capsys.readouterr().out)
+    assert main(["plan", str(path), "--target", "0.6", "--json", "--progress"]) == 0
+    shown = capsys.readouterr()
+    assert "planning" in shown.err  # progress forced on (stderr is no terminal under pytest)
+    (document,) = json.loads(shown.out)
     (row,) = document["positions"]
     # the same instance by hand: Y = K / 2 + N(0, 10 * 0.25), K ~ Binom(10, 0.1)
     laws = count_mixture(0.5, 0.0, steps=10, rate=0.1, std=0.5 * 10**0.5)
