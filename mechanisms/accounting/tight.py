@@ -3,9 +3,10 @@
 These give the best valid upper bounds the toolkit knows for compositions of
 subsampled Gaussian steps:
 
-* Poisson sampling (add/remove): a privacy loss distribution, discretised
-  pessimistically (dp-accounting's ``PLDAccountant``, connect-the-dots), so
-  the epsilon it reports is an upper bound (docs/theory.md 2.6).
+* Poisson sampling (add/remove, or replace-one): a privacy loss distribution,
+  discretised pessimistically (dp-accounting's ``PLDAccountant``,
+  connect-the-dots), so the epsilon it reports is an upper bound
+  (docs/theory.md 2.6).
 * Sampling without replacement (replace-one): RDP of Wang, Balle,
   Kasiviswanathan 2019, Thm 27 (dp-accounting's ``RdpAccountant`` with a
   ``SampledWithoutReplacementDpEvent``), converted to (epsilon, delta) by
@@ -35,13 +36,13 @@ DISCRETISATION = 5e-4  # pessimistic at any step; 5e-4 stays within 0.1% of 1e-4
 
 
 @functools.lru_cache(maxsize=32)
-def _pld(sampling_rate: float, noise_multiplier: float, steps: int):
+def _pld(sampling_rate: float, noise_multiplier: float, steps: int, relation: str = "add-remove"):
     # dp-accounting takes about a second to import: it loads with the first tight claim
     from dp_accounting import NeighboringRelation, dp_event
     from dp_accounting.pld import pld_privacy_accountant
 
-    accountant = pld_privacy_accountant.PLDAccountant(NeighboringRelation.ADD_OR_REMOVE_ONE,
-                                                      value_discretization_interval=DISCRETISATION)
+    neighbours = NeighboringRelation.REPLACE_ONE if relation == "replace-one" else NeighboringRelation.ADD_OR_REMOVE_ONE
+    accountant = pld_privacy_accountant.PLDAccountant(neighbours, value_discretization_interval=DISCRETISATION)
     accountant.compose(dp_event.PoissonSampledDpEvent(sampling_rate, dp_event.GaussianDpEvent(noise_multiplier)),
                        steps)
     return accountant
@@ -94,21 +95,23 @@ def _quiet(fn):
     return wrapped
 
 
-def pld_claim(name: str, *, sampling_rate: float, noise_multiplier: float, steps: int) -> Claim:
-    """``steps`` Poisson-subsampled Gaussian steps (add/remove), by PLD.
+def pld_claim(name: str, *, sampling_rate: float, noise_multiplier: float, steps: int,
+              relation: str = "add-remove") -> Claim:
+    """``steps`` Poisson-subsampled Gaussian steps, by PLD, for ``relation`` (``"add-remove"`` or
+    ``"replace-one"``: the record in the batch with probability ``sampling_rate`` is replaced by another).
 
     ``noise_multiplier`` is the noise standard deviation over the add/remove
-    sensitivity of one step's sum.
+    sensitivity of one step's sum (a replaced record moves it by up to twice that).
     """
-    # the Gaussian privacy loss spans about mu^2 / 2 + 10 mu (mu = 1 / z) on each side of zero
-    mu = 1.0 / noise_multiplier
+    # the Gaussian privacy loss spans about mu^2 / 2 + 10 mu (mu = 1 / z, twice that replacing) each side of zero
+    mu = (2.0 if relation == "replace-one" else 1.0) / noise_multiplier
     buckets = (mu * mu / 2 + 10 * mu) / DISCRETISATION
     if buckets > MAX_BUCKETS:
-        return not_applicable(name, PLD_CITATION, "add-remove",
+        return not_applicable(name, PLD_CITATION, relation,
                               f"noise multiplier {noise_multiplier:.3g} is too small for a PLD grid of "
                               f"{DISCRETISATION:g} ({buckets:.2g} buckets); the RDP claims still apply")
-    accountant = _quiet(_pld)(float(sampling_rate), float(noise_multiplier), int(steps))
-    return Claim(name, PLD_CITATION, "add-remove",
+    accountant = _quiet(_pld)(float(sampling_rate), float(noise_multiplier), int(steps), relation)
+    return Claim(name, PLD_CITATION, relation,
                  epsilon_fn=_quiet(lambda delta: float(accountant.get_epsilon(delta))),
                  delta_fn=_quiet(lambda epsilon: float(accountant.get_delta(epsilon))))
 

@@ -2,13 +2,24 @@
 
 Clipping every example's gradient to norm ``C`` bounds what one record adds
 to a step's sum by ``C`` (add/remove, Poisson sampling) or ``2C``
-(replace-one, sampling without replacement), whatever the model: the
+(replace-one: a record replaced, under any sampling), whatever the model: the
 subsampled Gaussian accountants apply with noise multiplier ``sigma`` (noise
-``sigma C`` on the sum). Laplacian smoothing is post-processing. Bounds that
+``sigma C`` on the sum). Under Poisson sampling the rate ``q = m / n`` is
+fixed from the configured ``n`` and used for both datasets of a pair (the
+``S'`` of add/remove holds ``n - 1`` records), so the accountant asked at
+either count answers for the same ``q``; a replaced record is accounted by
+the replace-one PLD. Laplacian smoothing is post-processing. Bounds that
 need a convex, Lipschitz, smooth loss and a projection (amplification by
-iteration) are listed as not applicable, with the reason. The last-iterate
-value of linear-loss training with the same parameters is listed as a
-labelled reference (kind ``reference``), never used for a verdict.
+iteration) are listed as not applicable, with the reason.
+
+At a sampling rate of 1 (every record in every step: Poisson with ``m = n``,
+or ``m = n`` without replacement) each step is a Gaussian mechanism on the
+sum, and their composition, GDP ``mu = sqrt(T) / sigma`` (``2 sqrt(T) /
+sigma`` replacing a record), is exact for the sequence of iterates and a
+bound for the final model by post-processing: an applicable claim
+(``full-batch-composition``). Below rate 1 the last-iterate value of
+linear-loss training with the same parameters is listed as a labelled
+reference (kind ``reference``), never used for a verdict.
 """
 
 from __future__ import annotations
@@ -28,10 +39,15 @@ from dpaudit.mechanisms.accounting.rdp import DEFAULT_ORDERS, subsampled_gaussia
 from dpaudit.mechanisms.accounting.shuffled_batches import shuffled_claims
 from dpaudit.mechanisms.accounting.tight import pld_claim, wor_rdp_claim
 
-__all__ = ["SURROGATE", "model_claims", "pnsgd_model_claims", "surrogate_laws"]
+__all__ = ["FULL_BATCH", "SURROGATE", "full_batch", "full_batch_laws", "model_claims", "pnsgd_model_claims",
+           "surrogate_laws"]
 
 SURROGATE = "last-iterate linear-loss surrogate (Steinke et al. 2024): a reference, not a bound"
 PABI = "Feldman, Mironov, Talwar, Thakurta 2018 (privacy amplification by iteration), Thm 22/23"
+FULL_BATCH = ("composition of the T released Gaussian steps at sampling rate 1: each step's clipped sum moves by "
+              "at most C (2C replacing a record) under noise sigma C, GDP mu = sqrt(T) / sigma (twice that "
+              "replacing) by Dong, Roth, Su 2022, Cor. 2; exact for the iterates, a bound for the final model by "
+              "post-processing")
 
 
 def model_claims(mech: ClippedGradientTraining, index: int | None) -> list[Claim]:
@@ -53,11 +69,15 @@ def _sgd_model_claims(mech: ClippedGradientTraining) -> list[Claim]:
         claims = [pld_claim("sgm-pld", sampling_rate=q, noise_multiplier=sigma, steps=steps),
                   rdp_claim("sgm-rdp", MTZ, relation, DEFAULT_ORDERS,
                             subsampled_gaussian_rdp(DEFAULT_ORDERS, sample_rate=q, noise_multiplier=sigma,
-                                                    steps=steps))]
+                                                    steps=steps)),
+                  pld_claim("sgm-pld-replace", sampling_rate=q, noise_multiplier=sigma, steps=steps,
+                            relation="replace-one")]
     else:
         relation = "replace-one"
         claims = [wor_rdp_claim("wor-rdp-thm27", dataset_size=mech.n, sample_size=mech.batch_size,
                                 noise_multiplier=sigma / 2, steps=steps)]
+    if full_batch(mech):
+        claims += _full_batch_claims(mech)
     if mech.convex:
         reason = (f"needs a smooth convex Lipschitz loss whose gradient steps are projected onto a bounded "
                   f"convex set; model={mech.model} is trained on clipped per-example gradients without "
@@ -66,6 +86,34 @@ def _sgd_model_claims(mech: ClippedGradientTraining) -> list[Claim]:
         reason = f"{mech.model_label} is not convex in its parameters"
     claims.append(not_applicable("pabi-per-index", PABI, relation, reason))
     return claims + _surrogate_claims(mech, relation)
+
+
+def full_batch(mech: ClippedGradientTraining) -> bool:
+    """True when every record joins every step (sampling rate 1, batches not shuffled; not pnsgd)."""
+    return (mech.algorithm != "pnsgd" and mech.sampling not in SHUFFLED and mech.batch_size >= mech.n)
+
+
+def full_batch_laws(mech: ClippedGradientTraining, relation: str) -> MixtureLaws:
+    """The composition's laws at sampling rate 1 in units of ``C``: ``N(T, sigma^2 T)`` against ``N(0, ...)``
+    (``N(-T, ...)`` replacing a record): what the claim ``full-batch-composition`` bounds, and the law of the
+    statistical ceiling of any audit of such a training (a gradient canary attains it)."""
+    sigma, steps = float(mech.noise_multiplier), int(mech.steps)
+    return count_mixture(1.0, -1.0 if relation == "replace-one" else 0.0, steps=steps, rate=1.0,
+                         std=sigma * math.sqrt(steps), citation=FULL_BATCH)
+
+
+def _full_batch_claims(mech: ClippedGradientTraining) -> list[Claim]:
+    """``full-batch-composition`` (add/remove) and ``full-batch-composition-replace`` (replace-one), for the relations
+    a pair of this training may realise (exact GDP)."""
+    relations = ("add-remove", "replace-one") if mech.sampling == "poisson" else ("replace-one",)
+    claims = []
+    for relation in relations:
+        mu = (2.0 if relation == "replace-one" else 1.0) * math.sqrt(mech.steps) / mech.noise_multiplier
+        name = "full-batch-composition" + ("-replace" if relation == "replace-one" else "")
+        claims.append(Claim(name, FULL_BATCH, relation,
+                            epsilon_fn=lambda delta, mu=mu: float(gaussian_epsilon(delta, mu)),
+                            delta_fn=lambda epsilon, mu=mu: float(gaussian_delta(epsilon, mu))))
+    return claims
 
 
 def surrogate_laws(mech: ClippedGradientTraining) -> MixtureLaws:
@@ -91,8 +139,9 @@ def surrogate_laws(mech: ClippedGradientTraining) -> MixtureLaws:
 
 
 def _surrogate_claims(mech: ClippedGradientTraining, relation: str) -> list[Claim]:
-    """The labelled reference (none when every iterate is released: it describes the last one)."""
-    if mech.release == "iterates":
+    """The labelled reference (none when every iterate is released: it describes the last one; none at sampling
+    rate 1, where ``full-batch-composition`` is the applicable bound it would equal)."""
+    if mech.release == "iterates" or full_batch(mech):
         return []
     laws = surrogate_laws(mech)
     return [Claim("last-iterate-surrogate", SURROGATE, relation, kind="reference", epsilon_fn=laws.epsilon,
