@@ -5,6 +5,11 @@ Kinds (docs/theory.md section 4):
 ``input``
     a record: ``+`` in ``S`` and ``-`` in ``S'`` (the extreme records of the
     loss or query), or removed from ``S'`` (``pair="remove"``, add/remove).
+    A mechanism that trains a model takes a target record
+    (``target``: from the data, given, or crafted; ``mechanism.input_target``)
+    and realises every pair with it: removed (add/remove), a null record of
+    zero gradient (zero-out), the data's own record (``pair="replace"``) or
+    its mislabelled twin (``"opposite"``).
 ``gradient``
     a gradient-space ("Dirac") canary: ``+L u`` in ``S`` and ``-L u`` in
     ``S'`` (``pair="opposite"``, the replace-one worst case), or a zero
@@ -46,7 +51,7 @@ __all__ = ["CANARY_KINDS", "DIRECTIONS", "PAIRS", "CanaryPair", "CanarySpec", "d
            "least_varying_direction"]
 
 CANARY_KINDS = ("input", "gradient", "reset", "boundary")
-PAIRS = ("opposite", "zero", "remove")
+PAIRS = ("opposite", "zero", "remove", "replace")
 #: Canary directions chosen from the (public) background records before any trial is drawn.
 DIRECTIONS = ("least-varying",)
 
@@ -62,6 +67,8 @@ class CanaryPair:
     index: int | None
     relation: Relation
     kind: str
+    #: how the target record of an input canary was chosen ("" when the mechanism chooses none)
+    target: str = ""
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -122,8 +129,9 @@ class CanarySpec:
         the synthetic mechanisms, the training data of ``model``);
         ``"zeros"``, ``"random"`` (seeded) or a path to a ``.npy`` / text file.
     pair : str, optional
-        ``"opposite"``, ``"zero"`` or ``"remove"`` (add/remove, sum queries only);
-        ``None``: the mechanism's ``default_pair`` (``"opposite"`` unless it has one).
+        ``"opposite"``, ``"zero"``, ``"remove"`` (add/remove: sum queries, and models trained on Poisson
+        batches) or ``"replace"`` (an input canary of a model replaces the data's record at its position);
+        ``None``: the mechanism's default for the kind (``default_pair_for``).
     direction : list of float or "least-varying", optional
         The canary direction ``u`` (normalised; default the first axis), or
         ``"least-varying"``: the direction along which the other records'
@@ -139,6 +147,11 @@ class CanarySpec:
     directions : list of lists of float, optional
         One direction per scheduled step (normalised each); default
         ``direction`` at every step.
+    target : str, int, list of float or path, optional
+        The target record of an input canary, for mechanisms that train a model
+        (``mechanism.input_target``): a crafted one by name, a record of the data
+        by 1-based index, ``[features..., label]``, or a file of one such row;
+        ``None``: the mechanism's default.
     """
 
     kind: str | None = None
@@ -150,6 +163,7 @@ class CanarySpec:
     every: int | None = None
     steps: tuple[int, ...] | None = None
     directions: tuple[tuple[float, ...], ...] | None = None
+    target: Any = None
 
     def __post_init__(self) -> None:
         if self.kind is not None:
@@ -165,6 +179,7 @@ class CanarySpec:
             object.__setattr__(self, "direction", tuple(values.tolist()))
 
         check_schedule_fields(self)
+        object.__setattr__(self, "target", _check_target_form(self.target))
 
     @property
     def scheduled(self) -> bool:
@@ -234,10 +249,19 @@ class CanarySpec:
             supported = ", ".join(repr(k) for k in mechanism.canary_kinds) or "none"
             raise ParameterError(f"canary kind {kind!r} is not supported by mechanism {mechanism.name!r} "
                                  f"(supported: {supported})")
-        if self.pair == "remove" and mechanism.n_records is not None:
+        if self.pair == "remove" and mechanism.n_records is not None \
+                and mechanism.pair_relation("remove") is None:
             raise ParameterError(
                 f"canary pair 'remove' changes the number of records, which {mechanism.name} fixes at "
                 f"n={mechanism.n_records}; use pair='zero' or 'opposite'")
+        if self.target is not None and (kind != "input" or not mechanism.chooses_targets):
+            raise ParameterError(f"canary target chooses the record of an input canary of a mechanism that trains "
+                                 f"a model; kind={kind!r} of {mechanism.name!r} takes none, got "
+                                 f"target={_short(self.target)}; remove it")
+        if self.pair == "replace" and (kind != "input" or not mechanism.chooses_targets):
+            raise ParameterError(f"canary pair 'replace' puts a target record in place of the data's record; it "
+                                 f"needs kind='input' on a mechanism that trains a model, got kind={kind!r} of "
+                                 f"{mechanism.name!r}")
         if kind == "boundary":
             mechanism = mechanism.with_boundary_start()
         if self.scheduled:
@@ -274,9 +298,12 @@ class CanarySpec:
         return Dataset(_load_background(Path(self.background), self.background, shape, mechanism.n_records))
 
     def pair_for(self, mechanism: Mechanism) -> str:
-        """The pair asked for, or the mechanism's default (``opposite`` unless it says otherwise; ``zero`` for
-        a scheduled canary: its gradient present at its steps or absent)."""
-        return self.pair or ("zero" if self.scheduled else mechanism.default_pair)
+        """The pair asked for, or the mechanism's default for the canary's kind (``opposite`` unless it says
+        otherwise; ``zero`` for a scheduled canary: its gradient present at its steps or absent)."""
+        if self.pair or self.scheduled:
+            return self.pair or "zero"
+        return mechanism.default_pair_for(self.kind or (mechanism.canary_kinds[0] if mechanism.canary_kinds
+                                                        else "input"))
 
     def _relation(self, mechanism: Mechanism) -> Relation:
         relation = mechanism.pair_relation(self.pair_for(mechanism))  # e.g. shuffled batches: zero-out only
@@ -296,6 +323,8 @@ class CanarySpec:
                           self._relation(mechanism), kind)
 
     def _input_pair(self, mechanism, background, position, u, kind, index) -> CanaryPair:
+        if kind == "input" and mechanism.chooses_targets:
+            return self._target_pair(mechanism, background, position, u, index)
         record_a, record_b, direction = mechanism.canary_records(u, reset=kind == "reset")
         data_a = background.replace_record(position, record_a)
         if self.pair == "remove" and background.n == 1:
@@ -312,6 +341,42 @@ class CanarySpec:
             else Relation.REPLACE_ONE
         return CanaryPair(mechanism, data_a, data_b, mechanism.output_direction(np.asarray(direction, dtype=float)),
                           index, relation, kind)
+
+
+    def _target_pair(self, mechanism, background, position, u, index) -> CanaryPair:
+        """A target record (``mechanism.input_target``) in ``S``; in ``S'`` removed, a null record of zero gradient
+        (``zero``: zero-out, add/remove where a zero gradient is an absence), the data's own record
+        (``replace``) or the target's twin (``opposite``); the direction from their gradients at the start."""
+        record, twin, described = mechanism.input_target(self.target, background, position, u)
+        data_a = background.replace_record(position, record)
+        other = None
+        if self.pair == "remove":
+            data_b = background.remove(position)
+        elif self.pair == "zero":
+            data_b = data_a.inject(position, np.zeros(mechanism.canary_dim))
+        elif self.pair == "replace":
+            data_b, other = background, np.array(background.records[position - 1])
+        else:
+            data_b, other = background.replace_record(position, twin), twin
+        relation = self._relation(mechanism) if self.pair in ("remove", "zero") else Relation.REPLACE_ONE
+        direction = mechanism.output_direction(np.asarray(mechanism.input_direction(record, other), dtype=float))
+        return CanaryPair(mechanism, data_a, data_b, direction, index, relation, "input", described)
+
+
+def _check_target_form(target: Any) -> Any:
+    """A canary target's form, checked before any mechanism reads it: ``None``, a name or path, a record index
+    (1-based), or a list of numbers (as a tuple); ``mechanism.input_target`` checks the rest."""
+    if target is None or isinstance(target, str):
+        return target
+    if isinstance(target, (int, np.integer)) and not isinstance(target, bool) and target >= 1:
+        return int(target)
+    if isinstance(target, (list, tuple, np.ndarray)):
+        values = np.asarray(target, dtype=object).ravel()
+        if values.size >= 2 and all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+                                    for v in values) and np.all(np.isfinite(values.astype(float))):
+            return tuple(float(v) for v in values)
+    raise ParameterError(f"canary target must be a name, a record index (1-based), a list [features..., label] of "
+                         f"finite numbers or a file, got target={_short(target)}")
 
 
 def least_varying_direction(mechanism: Mechanism, background: Dataset, position: int) -> np.ndarray:

@@ -97,6 +97,50 @@ class AuditHooks:
         """The canary pair of a default audit (``"opposite"``; zero-out where only that relation fits)."""
         return "opposite"
 
+    def default_pair_for(self, kind: str) -> str:
+        """The canary pair of a default audit with a canary of ``kind`` (:attr:`default_pair` unless the
+        mechanism's kinds differ: a model's target record is removed where its accountant bounds removal)."""
+        return self.default_pair
+
+    @property
+    def chooses_targets(self) -> bool:
+        """True when an input canary is a target record chosen by :meth:`input_target` (models)."""
+        return False
+
+    def input_target(self, target: Any, background: Dataset, position: int,
+                     u: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
+        """``(record, twin, description)``: the target record of an input canary at ``position``, the twin an
+        ``"opposite"`` pair puts in its place, and one sentence on how the record was chosen.
+
+        Raises
+        ------
+        ParameterError
+            When the mechanism takes no target records (:attr:`chooses_targets` is False), or naming
+            ``canary target`` and the value when it does not fit the data.
+        """
+        raise ParameterError(f"canary target chooses the record of an input canary of a mechanism that trains a "
+                             f"model; {self.name!r} takes none")
+
+    def check_input_target(self, target: Any) -> None:
+        """Refuse a canary ``target`` this mechanism cannot realise (before any dataset is built); none by
+        default, as :meth:`input_target` refuses every target."""
+
+    def input_direction(self, record: np.ndarray, other: np.ndarray | None) -> np.ndarray:
+        """The direction along which outputs end larger under ``S'`` when ``S`` holds ``record`` and ``S'`` holds
+        ``other`` in its place (``None``: nothing, or a record of zero gradient).
+
+        Raises
+        ------
+        ParameterError
+            When the mechanism takes no target records.
+        """
+        raise ParameterError(f"{self.name!r} takes no target records")
+
+    @property
+    def start_description(self) -> str | None:
+        """One sentence on the start point of the audited trainings (``None``: nothing to say), for reports."""
+        return None
+
     def pair_relation(self, pair: str) -> Any:
         """The relation a canary ``pair`` realises here (``None``: the usual rule of ``attacks.canaries``).
 

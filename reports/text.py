@@ -595,6 +595,11 @@ def _table(header: Sequence[str], rows: list[list[str]]) -> list[str]:
             + ["| " + " | ".join(md(cell) for cell in row) + " |" for row in rows])
 
 
+#: How a trained model's target record was chosen and where its trainings started (``canary`` keys of the result,
+#: ``audit.jobs.job``), each a line of the configuration where present.
+TARGET_LINES = (("target_record", "target record"), ("start", "start"))
+
+
 def schedule_text(canary: Mapping[str, Any]) -> str:
     """``, inserted every 5 steps`` or ``, inserted at steps 1, 40`` for a scheduled canary ("" otherwise)."""
     if canary.get("every") is not None:
@@ -639,6 +644,7 @@ def markdown(result: Result) -> str:
                  f"{num(audit.get('budget'), 'd')} (first chunk {num(audit.get('first_chunk'), 'd')})"
                  if result.anytime else
                  f"trials per dataset: {num(audit['trials'], 'd')}; threshold: {md(audit['threshold'])}"), ""]
+    lines[-1:-1] = [f"- {label}: {md(canary[key])}" for key, label in TARGET_LINES if canary.get(key)]
     strongest = result.empirical.index
     where = f" at the strongest canary index ({md(strongest)})" if strongest is not None else ""
     lines += [f"## Claims{where}", ""]

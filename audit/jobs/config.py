@@ -28,6 +28,7 @@ from dpaudit import mechanisms
 from dpaudit.attacks.canaries import CANARY_KINDS, PAIRS, CanarySpec
 from dpaudit.attacks.scores import AUTO, SCORES
 from dpaudit.auditing.jobs.job import AuditJob
+from dpaudit.auditing.jobs.config_targets import beside_config, check_target_keys
 from dpaudit.auditing.jobs.job_designs import AuditOptions, ManyRuns, OneRun
 from dpaudit.auditing.jobs.one_run_config import ANYTIME_KEYS, config_design, one_run_keys
 from dpaudit.auditing.jobs.one_run_design import ONE_RUN_DEFAULTS, OneRunJob
@@ -48,6 +49,9 @@ CANARY_DEFAULTS: dict[str, Any] = {
 #: Keys of a scheduled canary (``attacks.schedules``): kept in the resolved config only when given, so the
 #: ids of audits without a schedule do not change.
 SCHEDULE_KEYS = ("every", "steps", "directions")
+#: Canary keys kept in the resolved config only when given: the schedule's, and the target record of a model's
+#: input canary (``CanarySpec.target``; a relative file is taken from the config's folder).
+GIVEN_ONLY = (*SCHEDULE_KEYS, "target")
 ATTACK_DEFAULTS: dict[str, Any] = {"score": AUTO}  # every registered score that applies (a portfolio)
 
 
@@ -202,6 +206,8 @@ def _resolve(raw: dict[str, Any], source: str) -> dict[str, Any]:
         if table in raw and not isinstance(raw[table], dict):
             raise ConfigError(f"{source}: {table} must be a table [{table}], got {raw[table]!r}")
     mechanism = _user_loss_path(dict(raw.get("mechanism", {})), source)
+    if isinstance(mechanism.get("init"), str):  # given initial parameters of a model: a file beside the config
+        mechanism["init"] = beside_config(mechanism["init"], source)
     if "name" not in mechanism:
         raise _fail(source, "mechanism", "name", f"missing (one of {', '.join(sorted(mechanisms.registered()))})")
     canary = _canary_table(raw, source)
@@ -249,15 +255,17 @@ def _user_loss_path(mechanism: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def _canary_table(raw: dict[str, Any], source: str) -> dict[str, Any]:
-    """The ``[canary]`` table with its defaults, plus the schedule keys that were given (``every``, ``steps``,
-    ``directions``; checked by ``CanarySpec``)."""
+    """The ``[canary]`` table with its defaults, plus the keys of :data:`GIVEN_ONLY` that were given (``every``,
+    ``steps``, ``directions``, ``target``; checked by ``CanarySpec``)."""
     table = raw.get("canary", {})
-    schedule = {key: table[key] for key in SCHEDULE_KEYS if key in table}
-    others = {key: value for key, value in table.items() if key not in SCHEDULE_KEYS}
+    schedule = {key: table[key] for key in GIVEN_ONLY if key in table}
+    others = {key: value for key, value in table.items() if key not in GIVEN_ONLY}
     try:
         canary = _with_defaults({"canary": others}, "canary", CANARY_DEFAULTS, source)
     except ConfigError as exc:
-        raise ConfigError(str(exc).replace("(valid: ", f"(valid: {', '.join(SCHEDULE_KEYS)}, ", 1)) from None
+        raise ConfigError(str(exc).replace("(valid: ", f"(valid: {', '.join(GIVEN_ONLY)}, ", 1)) from None
+    if isinstance(schedule.get("target"), str):
+        schedule["target"] = beside_config(schedule["target"], source)
     return {**canary, **schedule}
 
 
@@ -303,7 +311,7 @@ def _check_swept_key(raw: dict[str, Any], table: str, name: str, key: str, sourc
         valid = sorted(field.name for field in dataclasses.fields(registered[mechanism]))
         what = f"no parameter of mechanism {mechanism!r}"
     else:
-        valid = list({"canary": (*CANARY_DEFAULTS, *SCHEDULE_KEYS), "attack": tuple(ATTACK_DEFAULTS),
+        valid = list({"canary": (*CANARY_DEFAULTS, *GIVEN_ONLY), "attack": tuple(ATTACK_DEFAULTS),
                       "audit": (*AUDIT_DEFAULTS, "design", *ONE_RUN_DEFAULTS, *ANYTIME_KEYS)}[table])
         what = f"no key of [{table}]"
     if name not in valid:
@@ -372,6 +380,7 @@ def _check_applicable(config: AuditConfig, raw: dict[str, Any], source: str) -> 
     if "seed" in canary and config.canary.background != "random":
         raise _fail(source, "canary", "seed", f"seeds a random background only, but background="
                                               f"{config.canary.background!r}; remove it")
+    check_target_keys(config.mechanism, config.canary, canary)
     if "direction" in canary and isinstance(config.canary.direction, tuple):
         dim = config.mechanism.canary_dim
         if len(config.canary.direction) != dim:

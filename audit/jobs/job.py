@@ -31,7 +31,7 @@ from dpaudit.core.kinds import Relation
 from dpaudit.mechanisms.base import Mechanism, check_mechanism
 from dpaudit.mechanisms.dataset import as_dataset
 
-__all__ = ["AuditJob", "dataset_pair_relation", "make_job", "pair_digest"]
+__all__ = ["AuditJob", "dataset_pair_relation", "describe_target", "make_job", "pair_digest"]
 
 
 def pair_digest(pair: CanaryPair) -> bytes:
@@ -252,6 +252,22 @@ def _canary_spec(canary: CanarySpec | Mapping[str, Any] | None, index: Any) -> C
     return spec
 
 
+def describe_target(table: dict[str, Any], pairs: Sequence[CanaryPair], mechanism: Mechanism) -> dict[str, Any]:
+    """Say in the canary table how its target record was chosen and where the trainings started (mechanisms
+    that train a model); the keys stay out of other audits' tables, whose ids do not change."""
+    if table.get("target") is None:
+        table.pop("target", None)
+    else:
+        table["target"] = list(table["target"]) if isinstance(table["target"], tuple) else table["target"]
+    described = sorted({pair.target for pair in pairs if pair.target})
+    if described:
+        table["target_record"] = described[0] if len(described) == 1 else described
+    start = mechanism.start_description
+    if start:
+        table["start"] = start
+    return table
+
+
 def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = None,
              dataset_pair: Sequence[Any] | None = None, canary: CanarySpec | Mapping[str, Any] | None = None,
              index: Any = None, score: Any = None, title: str | None = None,
@@ -297,6 +313,7 @@ def make_job(mechanism: Mechanism | None = None, *, pair: CanaryPair | None = No
                 canary_table[key] = [list(v) if isinstance(v, tuple) else v for v in canary_table[key]]
         canary_table["pair"] = spec.pair_for(mechanism)
         canary_table["direction"] = list(spec.direction) if isinstance(spec.direction, tuple) else spec.direction
+        describe_target(canary_table, pairs, mechanism)
     names = [s.name for s in scores]
     shown = AUTO if score is None or score == AUTO else (names[0] if len(names) == 1 else names)
     description = {"mechanism": {"name": mechanism.name, **mechanism.params}, "canary": canary_table,

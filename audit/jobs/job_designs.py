@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from dpaudit.attacks.canaries import CanaryPair, CanarySpec
 from dpaudit.attacks.scores import AUTO, get_score, score_needs_calibration
-from dpaudit.auditing.jobs.job import AuditJob, make_job
+from dpaudit.auditing.jobs.job import AuditJob, describe_target, make_job
 from dpaudit.auditing.jobs.one_run_design import MAX_RUNS, ONE_RUN_DEFAULTS, ONE_RUN_KINDS, OneRunJob, directions_of
 from dpaudit.auditing.jobs.result import AuditResult
 from dpaudit.auditing.jobs.runner import RunOptions, run_audits
@@ -229,6 +229,7 @@ class ManyRuns:
         except ParameterError as exc:
             raise ParameterError(f"{config.source}: [canary] {exc}") from None
         description = {key: config.resolved[key] for key in ("mechanism", "canary", "attack")}
+        description["canary"] = describe_target(dict(description["canary"]), pairs, config.mechanism)
         return AuditJob(config.mechanism, pairs, config.score, self.settings(config.options), config.title,
                         description, config.source, sequential=sequential or self.sequential)
 

@@ -64,7 +64,7 @@ class _Draws:
         schedule, trials, n = self.schedule, self.trials, self.n
         uniforms = torch.rand(trials, n, generator=self.generator, device=self.device, dtype=torch.float64)
         if schedule.sampling == "poisson":
-            return uniforms < schedule.batch_size / n
+            return uniforms < schedule.poisson_rate(n)
         if schedule.sampling == "without-replacement":  # the m smallest of n uniform keys: a uniform subset
             cut = torch.kthvalue(uniforms, schedule.batch_size, dim=1).values.unsqueeze(1)
             return uniforms <= cut
@@ -82,8 +82,9 @@ class _Draws:
 def gather_width(schedule, n: int) -> int:
     """Records gathered per trial and step: the batch size, plus ten standard deviations for Poisson batches
     (``P(batch > mean + 10 sd + 10)`` is below ``1e-20``), at most ``n``."""
-    mean = schedule.batch_size
-    spread = math.sqrt(mean * max(1 - mean / n, 0.0)) if schedule.sampling == "poisson" else 0.0
+    rate = schedule.poisson_rate(n) if schedule.sampling == "poisson" else schedule.batch_size / n
+    mean = n * rate
+    spread = math.sqrt(mean * max(1 - rate, 0.0)) if schedule.sampling == "poisson" else 0.0
     return min(n, int(mean + 10 * spread + 10))
 
 
@@ -142,8 +143,10 @@ def _gathered_sum(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor,
 
 
 def train_on_device(stacked: Stacked, records: torch.Tensor, injected, schedule, trials: int,
-                    rng: np.random.Generator, *, iterates: bool = False) -> torch.Tensor:
-    """:func:`training.train` on a GPU: the same training, every step on the device (module docstring)."""
+                    rng: np.random.Generator, *, iterates: bool = False, starts=None) -> torch.Tensor:
+    """:func:`training.train` on a GPU: the same training, every step on the device (module docstring);
+    ``starts(count, rng)`` draws a block's initial parameters from the tile's NumPy generator (``None``: the
+    template's)."""
     features, labels = records[:, :-1], records[:, -1]
     n, device, dtype = features.shape[0], records.device, records.dtype
     seed = int(rng.integers(2**63 - 1))
@@ -166,9 +169,11 @@ def train_on_device(stacked: Stacked, records: torch.Tensor, injected, schedule,
     for start in range(0, trials, block):
         rows = slice(start, min(trials, start + block))
         count = rows.stop - rows.start
+        first = (stacked.flat[:1].expand(count, -1) if starts is None
+                 else starts(count, rng).to(device, dtype))  # drawn once: a second pass starts alike
         for attempt_width in (width, n):  # the second pass only if a batch outgrew the first's gather
             draws = _Draws((seed + start) % 2**63, device, count, n, schedule)
-            theta = stacked.flat[:1].expand(count, -1).clone()
+            theta = first.clone()
             overflow = torch.zeros((), dtype=torch.bool, device=device)
             with training_bar(schedule.steps, f"training {count} models") as bar:
                 for number in range(schedule.steps):

@@ -1,23 +1,25 @@
 """The mechanism ``model``: a torch model trained by DP-SGD or DP-LSSGD on real data, trials batched.
 
 Output: the final parameters of every trial (the hidden-state threat model:
-only the last iterate is released), snapped to the release grid.
+only the last iterate is released), snapped to the release grid. Trials start
+from the model's initialisation, a fresh one per trial, given parameters or a
+worst case (``starts``); the record hooks (target records, black-box scores)
+are in ``record_hooks``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import math
 
 import numpy as np
 import torch
 
-from dpaudit.core.errors import ParameterError
+from dpaudit.core.errors import NotExact, ParameterError
 from dpaudit.core.kinds import SHUFFLED, Relation
 from dpaudit.core.validation import check_choice, check_int, check_real
-from dpaudit.mechanisms.accounting.builders.model import surrogate_laws
+from dpaudit.mechanisms.accounting.builders.model import full_batch, full_batch_laws, surrogate_laws
 from dpaudit.mechanisms.accounting.descriptions import (
     ClippedGradientTraining,
     MultiEpochNoisySgd,
@@ -27,8 +29,11 @@ from dpaudit.mechanisms.base import Mechanism, param
 from dpaudit.mechanisms.dataset import Dataset
 from dpaudit.mechanisms.iterative import IterateRelease, clip_to_norm
 from dpaudit.mechanisms.models.data import load_records
-from dpaudit.mechanisms.models.networks import MODELS, Stacked, build_model, per_example_gradients
-from dpaudit.mechanisms.models.training import BLOCK_ELEMENTS, Schedule, train, train_pnsgd
+from dpaudit.mechanisms.models.networks import MODELS, Stacked, per_example_gradients
+from dpaudit.mechanisms.models.pnsgd_training import train_pnsgd
+from dpaudit.mechanisms.models.record_hooks import ModelRecords
+from dpaudit.mechanisms.models.starts import ModelStarts, init_digest
+from dpaudit.mechanisms.models.training import BLOCK_ELEMENTS, Schedule, train
 from dpaudit.mechanisms.registry import register
 from dpaudit.mechanisms.sgd import PNSGD, MultiEpochPNSGD
 
@@ -46,12 +51,12 @@ CHECK_RECORDS = 4
 
 @register
 @dataclasses.dataclass(frozen=True)
-class ModelTraining(IterateRelease, Mechanism):
+class ModelTraining(ModelRecords, ModelStarts, IterateRelease, Mechanism):
     """A model (logistic or softmax regression, a small MLP) trained privately, many trials at once."""
 
     name = "model"
     summary = "a torch model trained by DP-SGD or DP-LSSGD on real data; output: final parameters"
-    canary_kinds = ("gradient", "input")
+    canary_kinds = ("input", "gradient")  # a target record: white box (parameters) and black box (its loss)
     zero_input_is_absent = False  # a zero record still moves the bias: it is a record, not an absence
 
     model: str = param("logistic", "'logistic', 'softmax' or 'mlp'")
@@ -73,6 +78,10 @@ class ModelTraining(IterateRelease, Mechanism):
     radius: float | None = param(None, "pnsgd: parameters are projected onto the ball of this radius (None: no "
                                        "projection)")
     init_seed: int = param(0, "seed of the (public) initial parameters, the same in every trial")
+    init: str = param("seed", "initial parameters: 'seed' (from init_seed, every trial), 'random' (a fresh "
+                              "initialisation per trial), 'worst-case' (pre-trained on the records until their "
+                              "gradients are small; Annamalai and De Cristofaro 2024), or a .npy/.pt file of them")
+    init_steps: int = param(1000, "full-batch pre-training steps of init='worst-case'")
     dtype: str | None = param(None, "torch dtype of the computation: float32 or float64 (default: float32 on a GPU, "
                                     "float64 on a CPU)")
     device: str = param("cpu", "'cpu', 'cuda' (a GPU, when torch sees one) or 'auto' (a GPU if torch sees one, "
@@ -93,6 +102,7 @@ class ModelTraining(IterateRelease, Mechanism):
         check_int("steps", self.steps, minimum=1, maximum=10**6)
         check_int("hidden", self.hidden, minimum=1, maximum=4096)
         check_int("init_seed", self.init_seed, minimum=0)
+        self._check_init()
         check_real("clip", self.clip, positive=True)
         check_real("noise_multiplier", self.noise_multiplier, positive=True)
         check_real("eta", self.eta, positive=True)
@@ -128,6 +138,10 @@ class ModelTraining(IterateRelease, Mechanism):
                 unused[key] = "algorithm='pnsgd' takes the records in order, one per step, for epochs passes"
         else:
             unused["epochs"] = unused["radius"] = f"algorithm={self.algorithm!r} samples batches; only pnsgd takes them"
+        if not (isinstance(self.init, str) and self.init == "worst-case"):
+            unused["init_steps"] = "only init='worst-case' pre-trains"
+        if isinstance(self.init, str) and self.init not in ("seed", "random", "worst-case"):
+            unused["init_seed"] = "init names given parameters"
         return unused
 
     # -- shape -------------------------------------------------------------
@@ -151,6 +165,8 @@ class ModelTraining(IterateRelease, Mechanism):
         if isinstance(self.data, np.ndarray):
             digest = hashlib.sha256(np.ascontiguousarray(self.data).tobytes()).hexdigest()[:16]
             values["data"] = f"array {self.data.shape[0]}x{self.data.shape[1]} sha256:{digest}"
+        if isinstance(self.init, np.ndarray):
+            values["init"] = f"array of {self.init.size} sha256:{init_digest(np.asarray(self.init, dtype=float))}"
         return values
 
     @property
@@ -172,11 +188,6 @@ class ModelTraining(IterateRelease, Mechanism):
     @property
     def convex(self) -> bool:
         return False if callable(self.model) else MODELS[self.model][1]
-
-    @functools.cached_property
-    def _template(self) -> torch.nn.Module:
-        return build_model(self.model, self.record_dim - 1, self.classes, self.hidden, self.init_seed,
-                           self._template_dtype)
 
     @property
     def tile_trials(self) -> int:
@@ -233,6 +244,18 @@ class ModelTraining(IterateRelease, Mechanism):
                                           records[:, -1].unsqueeze(0))[0].double().numpy()
         return clip_to_norm(gradients, float(self.clip))
 
+    def score_law(self, data_a: Dataset, data_b: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """At sampling rate 1 (``full_batch``), the law of the composition's log-likelihood ratio for this pair's
+        relation (a record removed or nulled: shift ``C``; replaced: ``2C``; ``accounting.builders.model``): the
+        training's own release is at most as far apart (post-processing), so an ideal threshold audit of any
+        score certifies about the ceiling it gives. Below rate 1: :class:`NotExact`."""
+        description = self.privacy_description
+        if not full_batch(description):
+            raise NotExact("the law of a trained model's score is known at sampling rate 1 only")
+        removed = data_a.n != data_b.n or any(not np.any(data_b.injected[k]) for k in data_b.injected
+                                              if k not in data_a.injected or np.any(data_a.injected[k]))
+        return full_batch_laws(description, "add-remove" if removed else "replace-one").likelihood_ratio_law()
+
     def surrogate_output_laws(self):
         """The last-iterate linear-loss surrogate at this training's parameters (final parameters only)."""
         if self.output != "final":
@@ -250,7 +273,17 @@ class ModelTraining(IterateRelease, Mechanism):
         return "zero" if self.sampling in SHUFFLED and self.algorithm != "pnsgd" else "opposite"
 
     def pair_relation(self, pair: str) -> Relation | None:
-        """Shuffled batches: zero-out for ``pair='zero'``, an error for any other pair; else the usual rule."""
+        """Shuffled batches: zero-out for ``pair='zero'``, an error for any other pair; ``pair='remove'``:
+        add/remove under Poisson batches (their rate fixed from the configured n), an error under any other
+        sampling; else the usual rule."""
+        if pair == "remove" and (self.sampling not in SHUFFLED or self.algorithm == "pnsgd"):
+            if self.sampling == "poisson" and self.algorithm != "pnsgd":
+                return Relation.ADD_REMOVE
+            what = ("algorithm='pnsgd' takes every record in a fixed order, one per step" if self.algorithm == "pnsgd"
+                    else f"sampling={self.sampling!r} draws batches of a fixed size m")
+            raise ParameterError(f"canary pair 'remove' (add/remove) needs Poisson batches, whose rate m/n is fixed "
+                                 f"whatever the records; {what}: use pair='replace', 'opposite' or 'zero', got "
+                                 f"pair={pair!r}")
         if self.sampling not in SHUFFLED or self.algorithm == "pnsgd":
             return None
         if pair != "zero":
@@ -267,54 +300,12 @@ class ModelTraining(IterateRelease, Mechanism):
         """The real data: a canary background of the training set itself."""
         return Dataset(np.array(self.records))
 
-    def canary_records(self, u: np.ndarray, *, reset: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """A crafted record and its mislabelled twin: features along ``u``'s first coordinates, norm 1.
-
-        Returns the record with label 1 (in ``S``), the same record with label 0
-        (in ``S'``), and the output direction along which parameters end larger
-        under ``S'``: the difference of the two records' gradients at the public
-        initial parameters (steps subtract gradients).
-        """
-        if reset:
-            raise ParameterError("canary kind 'reset' is not defined for mechanism 'model'")
-        features = np.asarray(u, dtype=float)[: self.record_dim - 1].copy()
-        if not np.linalg.norm(features) > 0:
-            features = np.zeros(self.record_dim - 1)
-            features[0] = 1.0
-        features /= np.linalg.norm(features)
-        record_a, record_b = np.append(features, 1.0), np.append(features, 0.0)
-        stacked = self._stacked()
-        inputs = torch.as_tensor(np.stack([features, features]), dtype=stacked.flat.dtype).unsqueeze(1)
-        labels = torch.tensor([[1.0], [0.0]], dtype=stacked.flat.dtype)
-        gradients = per_example_gradients(stacked, stacked.flat.expand(2, -1), inputs, labels)[:, 0]
-        difference = (gradients[0] - gradients[1]).double().numpy()
-        return record_a, record_b, difference / np.linalg.norm(difference)
-
-    def record_score(self, outputs: np.ndarray, record: np.ndarray, name: str) -> np.ndarray:
-        """The loss (``"canary-loss"``) or logit margin (``"logit-margin"``) of ``record`` under each trial's
-        parameters ``outputs`` ``(trials, P)``, in one batched evaluation."""
-        # torch.func loads torch's compiler stack (seconds): only the record scores need it
-        from torch.func import functional_call, vmap
-
-        stacked = self._stacked()
-        theta = torch.as_tensor(outputs[:, -self.parameter_count:], dtype=stacked.flat.dtype)  # the last iterate
-        x = torch.as_tensor(record[:-1], dtype=theta.dtype).unsqueeze(0)
-        label = int(record[-1])
-
-        def logits(flat):
-            return functional_call(stacked.model, (stacked.unflatten(flat), stacked.buffers), (x,))[0]
-
-        with torch.no_grad():
-            z = vmap(logits)(theta)  # (trials, C)
-            if z.shape[1] == 1:  # logistic: one logit for class 1
-                signed = z[:, 0] if label == 1 else -z[:, 0]
-                values = signed if name == "logit-margin" else torch.nn.functional.softplus(-signed)
-            else:
-                others = z.clone()
-                others[:, label] = -torch.inf
-                margin = z[:, label] - others.max(dim=1).values
-                values = margin if name == "logit-margin" else -torch.log_softmax(z, dim=1)[:, label]
-        return values.double().numpy()
+    def check_dataset(self, data: Dataset) -> None:
+        """The usual checks; under Poisson batches a dataset may also hold one record fewer than ``n``: the
+        ``S'`` of an add/remove pair, sampled at the same rate ``m / n`` (``Schedule.rate``)."""
+        if self.zero_record_is_absent and data.records.shape[0] == self.n_records - 1 >= 1:
+            data = Dataset(np.vstack([data.records, data.records[-1:]]), data.injected, data.scheduled)
+        super().check_dataset(data)
 
     def gradient_canary(self) -> tuple[float, float]:
         return float(self.clip), 1.0  # a gradient of norm C; steps subtract it: larger along u under S'
@@ -370,8 +361,12 @@ class ModelTraining(IterateRelease, Mechanism):
             return train_pnsgd(stacked, records, injected, epochs=self.epochs, eta=float(self.eta),
                                clip=float(self.clip), noise_multiplier=float(self.noise_multiplier),
                                radius=None if self.radius is None else float(self.radius), trials=trials, rng=rng,
-                               iterates=self.output == "iterates")
+                               iterates=self.output == "iterates", starts=self._starts())
+        # the Poisson rate m/n of the configured n, whatever the records given: a pair's datasets (n and n - 1
+        # records under add/remove) are sampled alike, as the accountant assumes
         schedule = Schedule(self.steps, self.batch_size, self.sampling, float(self.clip),
                             float(self.noise_multiplier), float(self.eta),
-                            float(self.smoothing) if self.algorithm == "dp-lssgd" else 0.0)
-        return train(stacked, records, injected, schedule, trials, rng, iterates=self.output == "iterates")
+                            float(self.smoothing) if self.algorithm == "dp-lssgd" else 0.0,
+                            rate=self.batch_size / self.n_records)
+        return train(stacked, records, injected, schedule, trials, rng, iterates=self.output == "iterates",
+                     starts=self._starts())

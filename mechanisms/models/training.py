@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -33,8 +34,8 @@ from dpaudit.mechanisms.models.device import train_on_device
 from dpaudit.mechanisms.models.networks import Stacked, per_example_gradients
 from dpaudit.mechanisms.models.progress import training_bar
 
-__all__ = ["BLOCK_ELEMENTS", "Injected", "LAYERED_BLOCK_TRIALS", "LinearBuffers", "Schedule", "gather_rows",
-           "linear_clipped_sum", "members", "membership", "standard_normal", "train", "train_pnsgd"]
+__all__ = ["BLOCK_ELEMENTS", "Injected", "LAYERED_BLOCK_TRIALS", "LinearBuffers", "Schedule", "clip_factors",
+           "gather_rows", "linear_clipped_sum", "members", "membership", "standard_normal", "train"]
 
 BLOCK_ELEMENTS = 8 * 2**20  #: per-example gradient entries per block of trials (64 MB in float64)
 #: most trials in a block of a model trained layer by layer: past 32-48 the padded batch (the largest of
@@ -46,7 +47,12 @@ LAYERED_BLOCK_TRIALS = 32
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Schedule:
-    """The training's public parameters."""
+    """The training's public parameters.
+
+    ``rate``: the Poisson sampling rate, fixed before any trial (``m / n`` of the configured ``n``), so
+    that the datasets of an add/remove pair (``n`` and ``n - 1`` records) are sampled alike; ``None``:
+    ``m`` over the records given.
+    """
 
     steps: int
     batch_size: int
@@ -55,6 +61,11 @@ class Schedule:
     noise_multiplier: float
     eta: float
     smoothing: float
+    rate: float | None = None
+
+    def poisson_rate(self, n: int) -> float:
+        """Each record's chance to join a batch under Poisson sampling (at most 1)."""
+        return min(1.0, self.rate if self.rate is not None else self.batch_size / n)
 
 
 def _batch(trials: int, n: int, schedule: Schedule, rng: np.random.Generator,
@@ -62,7 +73,7 @@ def _batch(trials: int, n: int, schedule: Schedule, rng: np.random.Generator,
     """Record indices ``(trials, K)`` of each trial's batch (:func:`members`), in record order and padded
     with record 0, ``K`` the largest batch of the block, and a mask of the entries that are members."""
     if schedule.sampling == "poisson":  # each row's positions ascend: its members are a prefix
-        positions, inside = _poisson_positions(trials, n, schedule.batch_size / n, rng)
+        positions, inside = _poisson_positions(trials, n, schedule.poisson_rate(n), rng)
         width = max(int(inside.sum(axis=1).max()), 1)
         indices = np.where(inside[:, :width], positions[:, :width], 0.0).astype(np.int64)
         return torch.from_numpy(indices).to(device), torch.from_numpy(inside[:, :width].copy()).to(device)
@@ -94,7 +105,7 @@ class Injected:
         return self.positions.numel() > 0
 
 
-def _clip_factors(norms: torch.Tensor, clip: float) -> torch.Tensor:
+def clip_factors(norms: torch.Tensor, clip: float) -> torch.Tensor:
     return torch.clamp(clip / torch.clamp(norms, min=1e-300), max=1.0)
 
 
@@ -133,7 +144,7 @@ def _gathered_step(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor
         indices, member = batch.to(theta.device), torch.ones(batch.shape, dtype=torch.bool, device=theta.device)
     gradients = per_example_gradients(stacked, theta, gather_rows(features, indices), gather_rows(labels, indices),
                                       closed_form=False)
-    gradients = gradients * _clip_factors(torch.linalg.vector_norm(gradients, dim=-1, keepdim=True), schedule.clip)
+    gradients = gradients * clip_factors(torch.linalg.vector_norm(gradients, dim=-1, keepdim=True), schedule.clip)
     if injected:
         slots = injected.slot[indices]  # (T, K): the canary row of each batch entry, or -1
         hit = slots >= 0
@@ -155,7 +166,7 @@ def _layered_step(stacked: Stacked, theta: torch.Tensor, features: torch.Tensor,
         indices, member = batch.to(theta.device), torch.ones(batch.shape, dtype=torch.bool, device=theta.device)
     squared, weighted_sum = stacked.plan.clip_parts(stacked.unflatten, stacked.names, theta,
                                                     gather_rows(features, indices), gather_rows(labels, indices))
-    weights = _clip_factors(torch.sqrt(squared), schedule.clip) * member
+    weights = clip_factors(torch.sqrt(squared), schedule.clip) * member
     if injected:
         slots = injected.slot[indices]  # (T, K): the canary row of each batch entry, or -1
         canary = (slots >= 0) & member
@@ -173,7 +184,7 @@ def members(trials: int, n: int, schedule: Schedule, rng: np.random.Generator) -
     """Each trial's batch as ``(rows, cols)`` index pairs, row-major: Poisson with rate ``m / n``, or ``m``
     records without replacement (the ``m`` smallest of independent float64 uniform keys: a uniform subset)."""
     if schedule.sampling == "poisson":
-        return _poisson_members(trials, n, schedule.batch_size / n, rng)
+        return _poisson_members(trials, n, schedule.poisson_rate(n), rng)
     keys = torch.from_numpy(rng.random((trials, n)))
     cut = torch.kthvalue(keys, schedule.batch_size, dim=1).values.unsqueeze(1)
     return (keys <= cut).nonzero(as_tuple=True)
@@ -285,7 +296,7 @@ def linear_clipped_sum(stacked: Stacked, theta: torch.Tensor, features: torch.Te
         residual = torch.sigmoid(picked) - labels[cols].unsqueeze(-1)
     else:
         residual = torch.softmax(picked, dim=-1) - nn.functional.one_hot(labels[cols].long(), classes).to(picked.dtype)
-    factor = _clip_factors(torch.linalg.vector_norm(residual, dim=-1) * buffers.scale[cols], clip)
+    factor = clip_factors(torch.linalg.vector_norm(residual, dim=-1) * buffers.scale[cols], clip)
     if injected:
         factor = torch.where(injected.slot[cols] >= 0, 0.0, factor)  # canaries' gradients are replaced below
     weighted = residual * factor.unsqueeze(-1)  # (M, C)
@@ -314,18 +325,21 @@ def _dense_linear_step(stacked: Stacked, theta: torch.Tensor, features: torch.Te
 
 
 def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Tensor], schedule: Schedule,
-          trials: int, rng: np.random.Generator, *, iterates: bool = False) -> torch.Tensor:
+          trials: int, rng: np.random.Generator, *, iterates: bool = False,
+          starts: Callable[[int, np.random.Generator], torch.Tensor] | None = None) -> torch.Tensor:
     """Final parameters ``(trials, P)`` of ``trials`` independent trainings on ``records``.
 
     ``injected`` maps a 0-based record position to the gradient that record
-    contributes whenever it is sampled (a gradient canary).
+    contributes whenever it is sampled (a gradient canary). ``starts(count,
+    rng)``: the initial parameters ``(count, P)`` of a block of trials, drawn
+    before its batches (``None``: every trial starts at ``stacked.flat``).
     """
     features, labels = records[:, :-1], records[:, -1]
     n = features.shape[0]
     injected = Injected(injected, n, stacked.size, records.dtype, records.device)
     if records.device.type == "cuda":  # every step on the device (device.py)
 
-        return train_on_device(stacked, records, injected, schedule, trials, rng, iterates=iterates)
+        return train_on_device(stacked, records, injected, schedule, trials, rng, iterates=iterates, starts=starts)
     if stacked.linear:  # logits of every record: (trials, classes, n) per step
         step, per_trial = _dense_linear_step, 3 * n * (stacked.size // max(features.shape[1] + 1, 1) + 1)
     elif stacked.plan.layered:  # gathered batches: (trials, K) examples' activations and norms
@@ -343,7 +357,9 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
     output = torch.empty(trials, size * (schedule.steps if iterates else 1), dtype=records.dtype,
                          device=records.device)
     for start in range(0, trials, block):  # blocks of trials, each trained in one batched computation
-        theta = stacked.flat[:1].expand(min(block, trials - start), -1).clone().detach()
+        count = min(block, trials - start)
+        theta = (stacked.flat[:1].expand(count, -1).clone().detach() if starts is None
+                 else starts(count, rng).to(stacked.flat.device, records.dtype))
         rows = slice(start, start + theta.shape[0])
         order = None
         buffers = (LinearBuffers(theta.shape[0], stacked.size // (features.shape[1] + 1), features)
@@ -362,42 +378,4 @@ def train(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Ten
                 output[rows, number * size:(number + 1) * size] = theta
         bar.close()
         output[rows, -size:] = theta
-    return output
-
-
-def train_pnsgd(stacked: Stacked, records: torch.Tensor, injected: dict[int, torch.Tensor], *, epochs: int,
-                eta: float, clip: float, noise_multiplier: float, radius: float | None, trials: int,
-                rng: np.random.Generator, iterates: bool = False) -> torch.Tensor:
-    """Projected noisy SGD on a model: records in their fixed order, one per step, for ``epochs`` passes.
-
-    Each step subtracts ``eta`` times the record's clipped gradient (or the
-    canary's injected one) plus ``N(0, (sigma C)^2 I)``, then projects onto
-    the ball of the given radius about the origin (no projection for ``None``).
-    Only the final parameters are returned (hidden state).
-    """
-    features, labels = records[:, :-1], records[:, -1]
-    size, steps = stacked.size, epochs * features.shape[0]
-    output = torch.empty(trials, size * (steps if iterates else 1), dtype=records.dtype, device=records.device)
-    block = max(1, min(trials, BLOCK_ELEMENTS // max(4 * stacked.size, 1)))
-    for start in range(0, trials, block):
-        theta = stacked.flat[:1].expand(min(block, trials - start), -1).clone().detach()
-        rows, number = theta.shape[0], 0
-        for _ in range(epochs):
-            for position in range(features.shape[0]):
-                if position in injected:
-                    gradient = injected[position].expand(rows, -1)
-                else:
-                    gradient = per_example_gradients(stacked, theta, features[position].expand(rows, 1, -1),
-                                                     labels[position].expand(rows, 1))[:, 0]
-                    norms = torch.linalg.vector_norm(gradient, dim=-1, keepdim=True)
-                    gradient = gradient * _clip_factors(norms, clip)
-                noise = standard_normal(rng, (rows, stacked.size), theta.dtype).to(theta.device)
-                theta = theta - eta * (gradient + noise_multiplier * clip * noise)
-                if radius is not None:
-                    norms = torch.linalg.vector_norm(theta, dim=-1, keepdim=True)
-                    theta = theta * torch.clamp(radius / torch.clamp(norms, min=1e-300), max=1.0)
-                if iterates:
-                    output[start:start + rows, number * size:(number + 1) * size] = theta
-                number += 1
-        output[start:start + rows, -size:] = theta
     return output
