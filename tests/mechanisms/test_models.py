@@ -16,6 +16,9 @@ from tests.helpers import sample_threaded_and_serial
 
 pytest.importorskip("sklearn", reason="the bundled datasets need the 'models' extra (scikit-learn)")
 
+#: model examples too slow to run at 2,000 trials in the suite
+SLOW_EXAMPLES = {"digits_mlp_full_batch.toml"}
+
 
 @pytest.fixture(scope="module")
 def zero_features(tmp_path_factory):
@@ -149,7 +152,10 @@ def test_model_examples_give_verdicts_with_applicable_claims(tmp_path, capsys):
 
     from dpaudit.cli import main
 
-    examples = sorted((Path(__file__).resolve().parents[2] / "examples" / "models").glob("*.toml"))
+    # the full-batch digits audit trains 4,000 models of 100 full-batch steps (24 minutes on 2 cores): its config
+    # is read and checked in test_models_targets, its figures measured in docs/guide.md
+    examples = sorted(path for path in (Path(__file__).resolve().parents[2] / "examples" / "models").glob("*.toml")
+                      if path.name not in SLOW_EXAMPLES)
     assert len(examples) >= 2
     assert main(["run", *map(str, examples), "--trials", "2000", "--store", str(tmp_path / "m.sqlite"),
                  "--json", "--quiet"]) == 0
@@ -240,7 +246,7 @@ def test_input_canary_and_model_scores():
     assert np.allclose(loss, loss[0]) and loss[0] > 0
     with pytest.raises(ParameterError, match="needs canary kind 'input'"):
         dpaudit.audit(mech, canary={"kind": "gradient"}, score="canary-loss", trials=200)
-    with pytest.raises(ParameterError, match="needs a mechanism that trains a model"):
+    with pytest.raises(ParameterError, match="needs a mechanism that evaluates its models on a record"):
         dpaudit.audit(dpaudit.make("gaussian"), score="logit-margin", trials=200)
 
 
