@@ -210,3 +210,26 @@ def test_the_papers_setting_is_one_config(no_trials):
         claims = {c.name: c for c in mech.claims()}
         assert claims["full-batch-composition"].epsilon(config.audit["delta"]) == pytest.approx(10.0, abs=0.01)
         assert config.audit["trials"] == 1000 and config.canary.pair_for(mech) == "remove"
+
+
+def test_the_device_path_takes_per_trial_starts_and_the_fixed_rate(monkeypatch):
+    """The GPU path's arithmetic run on CPU tensors: each block starts where ``starts`` says, and Poisson masks
+    keep the configured rate on a dataset one record short (the S' of add/remove)."""
+    import torch
+
+    from dpaudit.mechanisms.models import device, training
+    from dpaudit.mechanisms.models.networks import Stacked
+
+    monkeypatch.setattr(device, "device_block", lambda trials, *args: 4)
+    mech = dpaudit.make("model", model="mlp", data="iris", hidden=4, steps=1, batch_size=30, init="random")
+    stacked = Stacked(mech._template)
+    records = torch.as_tensor(np.array(mech.records))[:149]
+    schedule = training.Schedule(1, 30, "poisson", 1.0, 1e-12, 1e-12, 0.0, rate=0.2)
+    empty = training.Injected({}, 149, stacked.size, torch.float64)
+    out = device.train_on_device(stacked, records, empty, schedule, 8, np.random.default_rng(1), starts=mech._starts())
+    rng = np.random.default_rng(1)
+    rng.integers(2**63 - 1)  # the device generator's seed is drawn first
+    expected = torch.cat([mech._starts()(4, rng), mech._starts()(4, rng)])
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-9)
+    mask = device._Draws(0, torch.device("cpu"), 4000, 149, schedule).mask(0)
+    assert abs(mask.double().mean().item() - 0.2) < 5 * math.sqrt(0.2 * 0.8 / (4000 * 149))
