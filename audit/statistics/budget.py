@@ -109,17 +109,26 @@ def estimate(mechanism: Mechanism, positions: int, settings: AuditSettings, *, w
                     seconds=operations / (STEP_RATE * max(workers, 1)), largest=max(terms, key=terms.get))
 
 
-#: trials of the chunk :func:`timed_seconds` times (after a warm-up of :data:`WARM_UP` trials)
+#: trials of the chunk :func:`timed_seconds` times (after a warm-up of :data:`WARM_UP` trials), at most
 TIMED_TRIALS = 256
 WARM_UP = 8
+#: a timing chunk is drawn only when its data and working arrays fit in this many bytes, and the constant-rate
+#: guess says it takes at most :data:`TIMING_SECONDS`: the audit being refused may not fit, and its timing must
+TIMING_BYTES = 256 * 2**20
+TIMING_SECONDS = 2.0
 
 
 def timed_seconds(mechanism: Mechanism, positions: int, settings: AuditSettings, *, workers: int = 1) -> str:
     """The audit's time, extrapolated from a timed first chunk of :data:`TIMED_TRIALS` trials on the mechanism's
     default dataset (after a warm-up), as words: ``"about 2.1 hours on 2 worker(s), timed on a chunk of 256
     trials"``; the constant-rate guess of :func:`estimate`, said to be one, where the chunk cannot be drawn."""
-    size = max(1, min(settings.chunk_size, settings.trials, TIMED_TRIALS))
+    per_trial = _steps(mechanism) * max(mechanism.canary_dim, 1) / STEP_RATE  # the constant-rate guess
+    size = min(settings.chunk_size, settings.trials, TIMED_TRIALS, int(TIMING_SECONDS / max(per_trial, 1e-12)))
+    data_bytes = (mechanism.n_records or 1) * mechanism.record_dim * 8
+    fits = size >= 1 and data_bytes <= TIMING_BYTES and mechanism.working_bytes(size) <= TIMING_BYTES
     try:
+        if not fits:
+            raise MemoryError("the timing chunk would not fit")  # the rough guess below, said to be one
         data = mechanism.default_dataset()
         mechanism.sample(data, trials=min(size, WARM_UP), seed=0)  # imports, compilation, caches
         start = time.perf_counter()
