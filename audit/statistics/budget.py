@@ -19,7 +19,6 @@ import math
 import os
 import re
 import shutil
-import time
 from pathlib import Path
 
 from dpaudit.auditing.statistics.settings import AuditSettings
@@ -27,7 +26,7 @@ from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.base import Mechanism
 
 __all__ = ["Estimate", "MAX_CHUNKS", "MAX_SWEEP", "check_budget", "default_memory_budget", "estimate",
-           "parse_size", "format_bytes", "timed_seconds"]
+           "parse_size", "format_bytes"]
 
 MAX_CHUNKS = 10**6  #: chunks per audit (each is a task and a store row)
 MAX_SWEEP = 1000  #: audits one config may expand to
@@ -109,36 +108,12 @@ def estimate(mechanism: Mechanism, positions: int, settings: AuditSettings, *, w
                     seconds=operations / (STEP_RATE * max(workers, 1)), largest=max(terms, key=terms.get))
 
 
-#: trials of the chunk :func:`timed_seconds` times (after a warm-up of :data:`WARM_UP` trials), at most
-TIMED_TRIALS = 256
-WARM_UP = 8
-#: a timing chunk is drawn only when its data and working arrays fit in this many bytes, and the constant-rate
-#: guess says it takes at most :data:`TIMING_SECONDS`: the audit being refused may not fit, and its timing must
-TIMING_BYTES = 256 * 2**20
-TIMING_SECONDS = 2.0
-
-
-def timed_seconds(mechanism: Mechanism, positions: int, settings: AuditSettings, *, workers: int = 1) -> str:
-    """The audit's time, extrapolated from a timed first chunk of :data:`TIMED_TRIALS` trials on the mechanism's
-    default dataset (after a warm-up), as words: ``"about 2.1 hours on 2 worker(s), timed on a chunk of 256
-    trials"``; the constant-rate guess of :func:`estimate`, said to be one, where the chunk cannot be drawn."""
-    per_trial = _steps(mechanism) * max(mechanism.canary_dim, 1) / STEP_RATE  # the constant-rate guess
-    size = min(settings.chunk_size, settings.trials, TIMED_TRIALS, int(TIMING_SECONDS / max(per_trial, 1e-12)))
-    data_bytes = (mechanism.n_records or 1) * mechanism.record_dim * 8
-    fits = size >= 1 and data_bytes <= TIMING_BYTES and mechanism.working_bytes(size) <= TIMING_BYTES
-    try:
-        if not fits:
-            raise MemoryError("the timing chunk would not fit")  # the rough guess below, said to be one
-        data = mechanism.default_dataset()
-        mechanism.sample(data, trials=min(size, WARM_UP), seed=0)  # imports, compilation, caches
-        start = time.perf_counter()
-        mechanism.sample(data, trials=size, seed=1)
-        per_trial = (time.perf_counter() - start) / size
-    except Exception:  # noqa: BLE001 - any failure of a timing run leaves the rough guess, said to be one
-        guess = estimate(mechanism, positions, settings, workers=workers).seconds
-        return f"roughly {_format_seconds(guess)} on {workers} worker(s) (a constant-rate guess, not timed)"
-    seconds = per_trial * settings.trials * 2 * positions / max(workers, 1)
-    return f"about {_format_seconds(seconds)} on {workers} worker(s), timed on a chunk of {size} trials"
+def _guessed_seconds(mechanism: Mechanism, positions: int, settings: AuditSettings, *, workers: int = 1) -> str:
+    """The constant-rate guess of :func:`estimate`, said to be one: a refusal draws no trial, so nothing is timed
+    (the progress bar's ETA of a run, timed on the chunks it draws, is the measure)."""
+    guess = estimate(mechanism, positions, settings, workers=workers).seconds
+    return (f"roughly {_format_seconds(guess)} on {workers} worker(s) by a constant rate of {STEP_RATE:.0e} "
+            f"trial-steps x dimensions a second (a guess, not timed: no trial is drawn before a refusal)")
 
 
 def check_budget(mechanism: Mechanism, positions: int, settings: AuditSettings, *, workers: int = 1,
@@ -155,12 +130,12 @@ def check_budget(mechanism: Mechanism, positions: int, settings: AuditSettings, 
     budget = default_memory_budget() if max_memory is None else max_memory
     need = estimate(mechanism, positions, settings, workers=workers, fitted=fitted)
     if need.chunks > MAX_CHUNKS:
-        took = timed_seconds(mechanism, positions, settings, workers=workers)
+        took = _guessed_seconds(mechanism, positions, settings, workers=workers)
         where = f"[canary] index: {positions} positions x " if positions > 1 else ""
         raise ParameterError(f"{where}trials={settings.trials} in chunks of chunk_size={settings.chunk_size} "
                              f"makes {need.chunks} chunks (at most {MAX_CHUNKS}); {took}")
     if need.memory > budget:
-        took = timed_seconds(mechanism, positions, settings, workers=workers)
+        took = _guessed_seconds(mechanism, positions, settings, workers=workers)
         where = _culprit(mechanism, positions, settings, need.largest)
         raise ParameterError(f"{where}: the audit needs about {format_bytes(need.memory)} of memory, more than the "
                              f"budget of {format_bytes(budget)} (--max-memory); {took}")

@@ -47,7 +47,7 @@ def test_every_5_runs_and_reports_the_closed_form(tmp_path, capsys):
     ("every = 0", "[canary] canary every must be an integer >= 1, got every=0"),
     ("every = 5\ndirections = [[1.0, 0.0]]", "[canary] canary directions must give one direction per scheduled step"),
     ("steps = [1]\ndirections = [[1.0, 0.0]]", "[canary] canary directions: direction 1 must have 1 number"),
-    ("every = 5\nfrequency = 2", "[canary] frequency: unknown key (valid: every, steps, directions, kind"),
+    ("every = 5\nfrequency = 2", "[canary] frequency: unknown key (valid: every, steps, directions, target, kind"),
 ])
 def test_a_bad_schedule_exits_2_with_one_line_naming_it(tmp_path, capsys, canary, expected):
     config = tmp_path / "bad.toml"
