@@ -110,7 +110,14 @@ def pld_claim(name: str, *, sampling_rate: float, noise_multiplier: float, steps
         return not_applicable(name, PLD_CITATION, relation,
                               f"noise multiplier {noise_multiplier:.3g} is too small for a PLD grid of "
                               f"{DISCRETISATION:g} ({buckets:.2g} buckets); the RDP claims still apply")
-    accountant = _quiet(_pld)(float(sampling_rate), float(noise_multiplier), int(steps), relation)
+    try:
+        accountant = _quiet(_pld)(float(sampling_rate), float(noise_multiplier), int(steps), relation)
+    except Exception as exc:  # noqa: BLE001 - an older dp-accounting refuses some relations (UnsupportedEventError)
+        if type(exc).__name__ != "UnsupportedEventError":
+            raise
+        return not_applicable(name, PLD_CITATION, relation,
+                              f"the installed dp-accounting does not account Poisson-subsampled Gaussian steps under "
+                              f"{relation} neighbours ({type(exc).__name__}); a newer release does")
     return Claim(name, PLD_CITATION, relation,
                  epsilon_fn=_quiet(lambda delta: float(accountant.get_epsilon(delta))),
                  delta_fn=_quiet(lambda epsilon: float(accountant.get_delta(epsilon))))
