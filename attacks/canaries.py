@@ -47,11 +47,13 @@ from dpaudit.core.validation import check_choice
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
 
-__all__ = ["CANARY_KINDS", "DIRECTIONS", "PAIRS", "CanaryPair", "CanarySpec", "default_kind",
+__all__ = ["CANARY_KINDS", "DIRECTIONS", "PAIRS", "PAIR_FOR_RELATION", "CanaryPair", "CanarySpec", "default_kind",
            "least_varying_direction"]
 
 CANARY_KINDS = ("input", "gradient", "reset", "boundary")
 PAIRS = ("opposite", "zero", "remove", "replace")
+#: The canary pair that realises each neighbouring relation (``[canary] pair``, ``canary={"pair": ...}``).
+PAIR_FOR_RELATION = {"replace-one": "opposite", "add-remove": "remove", "zero-out": "zero"}
 #: Canary directions chosen from the (public) background records before any trial is drawn.
 DIRECTIONS = ("least-varying",)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from dpaudit.attacks.canaries import CanarySpec
+from dpaudit.attacks.canaries import PAIR_FOR_RELATION, CanarySpec
 from dpaudit.auditing.checks.designs import (
     Anytime,
     AuditOptions,
@@ -131,10 +131,6 @@ def assert_private(mechanism: Mechanism, *, epsilon: float, delta: float, datase
     return summary
 
 
-#: the canary pair that audits each relation, as ``assert_private`` takes it
-_PAIR_FOR = {"add-remove": "{'pair': 'remove'}", "zero-out": "{'pair': 'zero'}", "replace-one": "{'pair': 'opposite'}"}
-
-
 def _relation_hint(result: Any, epsilon: float, bound: float) -> str:
     """When ``epsilon`` is the mechanism's own claim under another relation than the one audited, and its claim
     under the audited relation is not exceeded: a sentence naming both, and the pair that audits the other
@@ -147,8 +143,8 @@ def _relation_hint(result: Any, epsilon: float, bound: float) -> str:
         return ""
     other = elsewhere[0]
     tightest = min(here, key=lambda c: c.epsilon)
-    pair = _PAIR_FOR.get(str(other.relation), "")
-    how = f" pass canary={pair} to audit that relation" if pair else ""
+    pair = PAIR_FOR_RELATION.get(str(other.relation))
+    how = f" pass canary={{'pair': {pair!r}}} to audit that relation" if pair else ""
     return (f"The mechanism claims epsilon {other.epsilon:.4g} under {other.relation} ({other.name}), not under "
             f"{audited}, the relation audited, where its claim is {tightest.epsilon:.4g} ({tightest.name}) and is "
             f"not exceeded: if epsilon={epsilon:g} is meant for {other.relation},{how}. ")

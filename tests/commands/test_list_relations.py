@@ -21,3 +21,5 @@ def test_the_listed_relation_is_the_one_a_default_audit_uses(capsys):
     assert ("a default audit uses replace-one neighbours (canary pair 'opposite'); each claim holds for the "
             "relation it is stated for (dpaudit bound laplace lists them)") in out
     assert "'remove' audits add-remove" in out
+    from dpaudit.attacks.canaries import PAIR_FOR_RELATION  # the one mapping the CLI spells out without NumPy
+    assert PAIR_FOR == PAIR_FOR_RELATION
