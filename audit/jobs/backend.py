@@ -77,10 +77,11 @@ def check_scheduler(address: str, timeout: float = 3.0) -> str:
         port = parsed.port or 8786
     except ValueError:
         raise ParameterError(f"scheduler {address!r} has an invalid port") from None
-    if parsed.scheme == "tcp":
-        try:
-            socket.create_connection((parsed.hostname, port), timeout=timeout).close()
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            raise DPAuditError(f"cannot reach the Dask scheduler at {parsed.hostname}:{port} ({reason})") from None
-    return f"{parsed.scheme}://{parsed.hostname}:{port}"
+    if parsed.scheme != "tcp":  # Dask's own address, as it is (an inproc:// path has no port to add)
+        return address
+    try:
+        socket.create_connection((parsed.hostname, port), timeout=timeout).close()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise DPAuditError(f"cannot reach the Dask scheduler at {parsed.hostname}:{port} ({reason})") from None
+    return f"tcp://{parsed.hostname}:{port}"

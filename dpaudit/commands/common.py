@@ -57,7 +57,8 @@ def add_progress_flags(parser: argparse.ArgumentParser, default: str) -> None:
     """
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--progress", action="store_true",
-                       help=f"show progress on stderr even when it is not a terminal (default: {default})")
+                       help=f"show progress on stderr even when it is not a terminal (default: {default}; "
+                            f"the environment variable DPAUDIT_PROGRESS=1 or 0 sets the default on or off)")
     group.add_argument("--quiet", action="store_true", help="no progress")
 
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from dpaudit.commands.common import add_progress_flags, count, show_progress
+from dpaudit.core.progress import enabled
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -14,7 +15,7 @@ def _run(args: argparse.Namespace) -> int:
     from dpaudit.gallery import build
 
     index = build(Path(args.out), trials=args.trials, workers=args.workers, store=args.store,
-                  progress=show_progress(args, sys.stderr.isatty()))
+                  progress=show_progress(args, enabled()))
     print(f"wrote {index}", file=sys.stderr)
     return 0
 

@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from dpaudit.commands.common import add_progress_flags, count, emit_json, show_progress
 from dpaudit.core.errors import NotExact, ParameterError
+from dpaudit.core.progress import enabled
 from dpaudit.reports.text import BAND_WORDS, CEILING_WORDS
 
 __all__ = ["canary_choices", "equivalent_mu", "one_run_forecast", "plan_pair", "trials_for_target"]
@@ -199,7 +200,7 @@ def _run(args: argparse.Namespace) -> int:
 
     if not 0 < args.target < 1:
         raise ParameterError(f"target must be a fraction in (0, 1), got target={args.target}")
-    shown = show_progress(args, sys.stderr.isatty())
+    shown = show_progress(args, enabled())
     documents = []
     for config in load_configs(args.config):
         one_run = config.one_run

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dpaudit.commands.common import EXIT_OK, EXIT_VIOLATION, UsageError, count, emit_json
+from dpaudit.core.progress import enabled
 
 if TYPE_CHECKING:
     from dpaudit.auditing.jobs.result import AuditResult
@@ -87,7 +88,7 @@ def _run(args: argparse.Namespace, *, check: bool) -> int:
     from dpaudit.auditing.statistics.budget import parse_size
     from dpaudit.auditing.statistics.verdict import combine
 
-    show_progress = not args.quiet and (not args.json or sys.stderr.isatty())
+    show_progress = not args.quiet and enabled(without_terminal=not args.json)
     max_memory = parse_size(args.max_memory) if args.max_memory is not None else None
     options = RunOptions(store=args.store, workers=args.workers, backend=args.backend,
                          scheduler=args.scheduler, progress=show_progress, max_memory=max_memory,
@@ -125,7 +126,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", default="dpaudit.sqlite", help="SQLite store (default dpaudit.sqlite)")
     parser.add_argument("--out", help="directory for reports (JSON, Markdown, HTML)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bar or summary (progress shows by default, but not with --json to a stderr "
+                             "that is no terminal; DPAUDIT_PROGRESS=1 or 0 sets that default)")
     parser.add_argument("--verbose", action="store_true", help="show Dask's own logging")
     parser.add_argument("--max-memory", metavar="SIZE",
                         help="memory an audit may use, e.g. 8GiB (default: half of the machine's memory)")

@@ -35,6 +35,7 @@ from dpaudit.commands.common import (
     emit_json,
     show_progress,
 )
+from dpaudit.core.progress import enabled
 
 
 def load_function(spec: str) -> Any:
@@ -72,7 +73,7 @@ def _run(args: argparse.Namespace) -> int:
         found = search(mechanism, queries=args.queries, sensitivity=args.sensitivity, center=args.center,
                        relation=args.relation, epsilon=args.epsilon, score=args.score, trials=args.trials,
                        screen_trials=args.screen_trials or 20_000, delta=args.delta, confidence=args.confidence,
-                       seed=args.seed, progress=show_progress(args, sys.stderr.isatty()))
+                       seed=args.seed, progress=show_progress(args, enabled()))
     else:
         domain = args.domain[0] if len(args.domain) == 1 else args.domain
         # records of one number: the function refuses records outside the domain; of several columns (or a
@@ -85,7 +86,7 @@ def _run(args: argparse.Namespace) -> int:
         found = search(mechanism, record_domain=domain, labels=args.labels, relation=args.relation,
                        epsilon=args.epsilon, thresholds=args.threshold or (), score=args.score,
                        trials=args.trials, screen_trials=args.screen_trials or 1_000, delta=args.delta,
-                       confidence=args.confidence, seed=args.seed, progress=show_progress(args, sys.stderr.isatty()),
+                       confidence=args.confidence, seed=args.seed, progress=show_progress(args, enabled()),
                        **optional)
     if args.json:
         emit_json(found.to_dict())

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dpaudit.commands.common import UsageError, add_progress_flags, count, emit_json, show_progress
+from dpaudit.core.progress import enabled
 
 SUITES = ("zoo", "black-box", "dp-sgd", "dp-mf")
 #: What a table prints where a value is not known or not computed (explained under the table when it shows).
@@ -40,7 +41,7 @@ def _each(args: argparse.Namespace, items: list, run_one: Callable[[Any], list])
     from tqdm import tqdm
 
     results: list = []
-    shown = show_progress(args, not args.json or sys.stderr.isatty())
+    shown = show_progress(args, enabled(without_terminal=not args.json))
     label = "zoo" if args.suite == "zoo" else f"zoo {args.suite}"
     with tqdm(total=len(items), desc=label, unit="case", file=sys.stderr, disable=not shown, dynamic_ncols=True) as bar:
         for item in items:

@@ -18,9 +18,16 @@ __all__ = ["ENVIRONMENT", "enabled"]
 ENVIRONMENT = "DPAUDIT_PROGRESS"
 
 
-def enabled() -> bool:
-    """Whether progress shows by default (see the module docstring)."""
+def enabled(*, without_terminal: bool = False) -> bool:
+    """Whether progress shows by default (see the module docstring).
+
+    Parameters
+    ----------
+    without_terminal : bool
+        Show it also when standard error is no terminal (``dpaudit run`` does, unless its JSON goes to stdout):
+        the environment variable still decides where it is set.
+    """
     setting = os.environ.get(ENVIRONMENT)
     if setting is not None:
         return setting != "0"
-    return sys.stderr.isatty()
+    return without_terminal or sys.stderr.isatty()

@@ -22,8 +22,8 @@ from dpaudit.auditing.statistics.one_run_fdp import one_run_audit
 CANARIES, DELTA = 1000, 1e-5
 
 
-def main(seed: int = 0) -> dict:
-    mech = dpaudit.make("model", model="mlp", data="digits", hidden=16, steps=300, batch_size=512,
+def main(seed: int = 0, steps: int = 300) -> dict:
+    mech = dpaudit.make("model", model="mlp", data="digits", hidden=16, steps=steps, batch_size=512,
                         sampling="poisson", clip=1.0, noise_multiplier=0.6, eta=1.0)
     rng = np.random.default_rng(seed)
     positions = rng.choice(mech.n_records, CANARIES, replace=False) + 1
