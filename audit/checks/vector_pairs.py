@@ -171,6 +171,8 @@ def screen_pair(mechanism: Mechanism, first: Dataset, second: Dataset, scores: S
     seed_a, seed_b = seed.spawn(2)
     out_a = np.asarray(mechanism.sample(first, trials=trials, seed=seed_a), dtype=float)
     out_b = np.asarray(mechanism.sample(second, trials=trials, seed=seed_b), dtype=float)
+    if np.isnan(out_a.max()) or np.isnan(out_b.max()):  # no score reads a NaN (nor warns about one): no screen
+        raise ValueError(f"mechanism {mechanism.label!r} released NaN on this pair")
     half = trials // 2
     pair = CanaryPair(mechanism, first, second, np.ones(mechanism.output_dim), None, Relation(relation),
                       "dataset-pair")

@@ -119,3 +119,24 @@ def test_one_parameter_one_rule_whichever_side_fails(sigma, tmp_path, capsys, no
         dpaudit.make("gaussian", sigma=sigma)
     assert _run(tmp_path, f'[mechanism]\nname = "gaussian"\nsigma = {sigma!r}\n') == 2
     assert f"[mechanism] {rule}, got sigma={sigma!r}" in _one_line(capsys)
+
+
+ALWAYS_NAN = "import math\n\n\ndef always_nan(records, rng):\n    return [math.nan]\n"
+
+
+def test_search_on_a_function_that_releases_nan_is_refused_in_one_line_without_numpy_warnings(tmp_path, capsys,
+                                                                                            monkeypatch):
+    # issue 73: "dpaudit search" said "no violation" of a function that always returns NaN, and NumPy's warnings
+    # from scoring its outputs reached the screen; now no candidate is screened on NaN, and with every candidate
+    # failing the search refuses, saying why
+    import warnings  # here: the one test that records warnings itself
+
+    (tmp_path / "nan_code.py").write_text(ALWAYS_NAN)
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main(["search", "--function", "nan_code.py:always_nan", "--domain", "0", "1", "--epsilon", "1",
+                     "--large-records", "0", "--screen-trials", "100", "--trials", "2000", "--quiet"])
+    assert code == 2
+    assert "every candidate pair failed" in (line := _one_line(capsys)) and "'always_nan' released NaN" in line
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []
