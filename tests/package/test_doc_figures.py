@@ -319,6 +319,7 @@ def A(name: str) -> Recomputed:
 GUIDE, README = "docs/guide.md", "README.md"
 ZOO_DPMF, ZOO_DPSGD = "zoo_dp_mf.txt", "zoo_dp_sgd.txt"
 ADAPTERS, JAX_BANDMF, IDEAL = "adapters_table.txt", "jax_privacy_bandmf.txt", "ideal_gaussian_pair.txt"
+NOISY_MAX = "zoo_blackbox_noisy_max.txt"
 DIGITS = "digits_mlp_full_batch.txt"  # the 24-minute audit: its published record, not measured again
 OPACUS_TEST = "tests/adapters/test_opacus.py::test_removing_a_record_is_a_certified_violation_of_opacus_own_claim"
 RESCALED = "tests/audit/checks/test_zoo_dpsgd.py::test_the_exact_epsilon_of_a_rescaled_noise"
@@ -347,6 +348,11 @@ FIGURES: tuple[Line, ...] = (
         ("1.0", AssertedBy("tests/adapters/test_adapters.py::test_diffprivlib_laplace_float_leak_is_certified_"
                            "above_its_claim", '"diffprivlib-claim") == 1.0')),
         ("0.956", Recorded(ADAPTERS)), ("8.807", Printed()))),
+    # the black-box zoo at 10^5: noisy-max-laplace-value missed, caught at 10^6
+    Line(GUIDE, "missed and exits 1: its true epsilon,", (
+        ("0.25", Recorded(NOISY_MAX, "0.250")), ("0.1", Recorded(NOISY_MAX, "0.100")))),
+    Line(GUIDE, "that even audits at the oracle threshold certify between", (
+        ("0.152", Recorded(NOISY_MAX)), ("0.251", Recorded(NOISY_MAX)))),
     Line(GUIDE, "vector Laplace, scale 1 |", (
         ("1.0", AssertedBy("tests/adapters/test_adapters.py::test_opendp_vector_laplace_is_consistent_with_its_"
                            "privacy_map", '"opendp-privacy-map") == pytest.approx(1.0)')),
