@@ -11,7 +11,8 @@ import math
 from typing import Any
 
 from dpaudit.auditing.jobs.result import AuditResult
-from dpaudit.reports.text import Result, _number, _plain_num, strongest_row, tightest_claim, typed
+from dpaudit.reports.formatting import Result, _number, _plain_num, typed
+from dpaudit.reports.tables import strongest_row, tightest_claim
 
 __all__ = ["THIN", "certifying_test", "ceiling_caption", "histogram_caption", "neighbour_label", "profile_caption",
            "exact_value", "roc_caption"]

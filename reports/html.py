@@ -12,27 +12,27 @@ from dpaudit.reports.anytime import ANYTIME_CAPTION, anytime_sentences
 from dpaudit.reports.captions import ceiling_caption, histogram_caption, profile_caption, roc_caption
 from dpaudit.reports.float_rounding import TITLE as FLOAT_ROUNDING_TITLE
 from dpaudit.reports.float_rounding import float_rounding_sentences
-from dpaudit.reports.text import (
+from dpaudit.reports.bands import band_sentences, notable_sentences
+from dpaudit.reports.formatting import _plain_num, typed
+from dpaudit.reports.tables import (
     ESTIMATE_COLUMNS,
     INDEX_COLUMNS,
     PORTFOLIO_COLUMNS,
-    _plain_num,
-    band_sentences,
     claims_rows,
     conformance_rows,
     estimate_rows,
+    index_rows,
+    portfolio_rows,
+    shown_params,
+)
+from dpaudit.reports.text import (
     estimators_note,
     failure_split_text,
     gdp_sentence,
-    index_rows,
-    notable_sentences,
-    portfolio_rows,
     reading_guide,
     release_text,
     reproduction_text,
-    shown_params,
     theory_slack_sentence,
-    typed,
     verdict_sentence,
 )
 

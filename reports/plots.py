@@ -17,7 +17,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 
 from dpaudit.auditing.jobs.result import load_result
 from dpaudit.reports.captions import certifying_test, exact_value, neighbour_label
-from dpaudit.reports.text import tightest_claim
+from dpaudit.reports.tables import tightest_claim
 
 if TYPE_CHECKING:
     from dpaudit.auditing.jobs.result import AuditResult, IndexResult

@@ -1,92 +1,35 @@
-"""The words of a report: verdict, reading guide, tables, and the Markdown rendering.
+"""The words of a report: verdict, reading guide, the sentences beside its tables, and the Markdown rendering.
 
-Every value taken from a result is escaped for Markdown by :func:`md`
-(line breaks, HTML, link and image brackets, emphasis and table
-characters), whether the result was just produced or loaded from a file
-someone edited; numbers go through :func:`num`, which escapes whatever is
-not a number. The HTML report uses the same sentences and rows, escaped by
-Jinja2's autoescaping.
+Values are escaped and numbers formatted by :mod:`dpaudit.reports.formatting`; the rows of the tables come from
+:mod:`dpaudit.reports.tables` and the ceiling band's sentences from :mod:`dpaudit.reports.bands`. The HTML
+report uses the same sentences and rows, escaped by Jinja2's autoescaping.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from dpaudit.auditing.jobs.result import AuditResult, ClaimEntry, IndexResult, load_result
-from dpaudit.auditing.statistics.verdict import applicable_bounds
-from dpaudit.mechanisms.accounting.entry import REFERENCE_KINDS
+from dpaudit.auditing.jobs.result import AuditResult
 from dpaudit.reports.anytime import anytime_lines
+from dpaudit.reports.bands import BAND_WORDS, CEILING_WORDS, band_sentences, notable_sentences
 from dpaudit.reports.float_rounding import float_rounding_lines
+from dpaudit.reports.formatting import Result, _number, _plain_num, _table, md, num, typed
+from dpaudit.reports.tables import (
+    ESTIMATE_COLUMNS,
+    INDEX_COLUMNS,
+    PORTFOLIO_COLUMNS,
+    claims_rows,
+    conformance_rows,
+    estimate_rows,
+    index_rows,
+    portfolio_rows,
+    shown_params,
+)
 
-__all__ = ["BAND_WORDS", "CEILING_WORDS", "LOPSIDED", "band_sentences", "band_text", "claims_rows",
-           "conformance_lines", "conformance_rows", "estimate_rows", "estimators_note", "gdp_sentence", "index_rows",
-           "looks_text", "markdown", "md", "notable_sentences", "num", "one_run_lines", "portfolio_rows",
-           "profile_epsilon", "failure_split_text", "reading_guide", "release_text", "reported_sentence", "reproduction_text",
-           "shown_params", "strongest_row", "theory_slack_sentence", "tightest_claim", "typed", "verdict_sentence"]
-
-Result = AuditResult | Mapping[str, Any]
-
-#: What the statistical ceiling is, in the words every report, the gallery and ``dpaudit plan`` use.
-CEILING_WORDS = ("what an ideal threshold audit (the best threshold for the score laws, known in advance) "
-                 "certifies from the expected counts at this many trials and this confidence. It is a central "
-                 "figure, not a maximum: such an audit lands above it about half the time. A certified bound "
-                 "near it means more trials, not a better attack, would raise it.")
-#: What the band beside a ceiling is (docs/theory.md 3.4).
-BAND_WORDS = ("the 2.5% and 97.5% quantiles of what that ideal audit certifies when its counts vary by chance "
-              "(binomial counts at the best threshold, 4000 seeded draws): 95% of ideal audits land inside it. "
-              "A certified bound inside the band is as good as the ideal test at these trials; below the band's "
-              "bottom, this audit's test was weaker than the ideal one; above its top is notable. The band need "
-              "not be centred on the ceiling: where the test's rarer error is expected about once or less, luck "
-              "can lift an ideal audit's bound little but bad luck can drop it far.")
-
-
-def typed(result: Result) -> AuditResult:
-    """The :class:`AuditResult` of a result or of its JSON document (reports render the typed result)."""
-    return load_result(result)
-
-_LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
-_MARKDOWN = re.compile(r"([\\`*_\[\]|#!~])")
-# where Markdown would read raw HTML or an entity: "<" opening a tag, comment or autolink, "&" opening an entity,
-# ">" opening a block quote; a backslash makes each a literal character (CommonMark 2.4), so "epsilon >= 2"
-# stays as written and no HTML entity is needed
-_HTML_START = re.compile(r"<(?=[A-Za-z/!?])|&(?=#|[A-Za-z0-9]+;)|^>")
-
-
-def md(value: Any) -> str:
-    """``value`` as inert Markdown on one line: no heading, link, image, emphasis, table cell or HTML, and no
-    HTML entity (``>=`` is written as ``>=``)."""
-    text = "n/a" if value is None else str(value)
-    text = _MARKDOWN.sub(r"\\\1", _LINE_BREAKS.sub(" ", text))
-    return _HTML_START.sub(lambda match: "\\" + match.group(0), text)
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def num(value: Any, spec: str = ".4g") -> str:
-    """A number formatted with ``spec``; ``n/a`` for None; anything else escaped as text."""
-    if value is None:
-        return "n/a"
-    if _number(value):
-        try:
-            return format(value, spec) if math.isfinite(value) else str(value)
-        except ValueError:  # an int format for a float from an edited file
-            return md(value)
-    return md(value)
-
-
-def _plain_num(value: Any, spec: str = ".4g") -> str:
-    """Like :func:`num` without Markdown escaping (for the HTML report and sentences escaped later)."""
-    if value is None:
-        return "n/a"
-    try:
-        return format(value, spec) if _number(value) and math.isfinite(value) else str(value)
-    except ValueError:
-        return str(value)
+__all__ = ["conformance_lines", "estimators_note", "failure_split_text", "gdp_sentence", "looks_text", "markdown",
+           "one_run_lines", "portfolio_choice_sentence", "profile_epsilon", "reading_guide", "release_text",
+           "reported_sentence", "reproduction_text", "theory_slack_sentence", "verdict_sentence"]
 
 
 def looks_text(result: Result) -> str:
@@ -165,12 +108,6 @@ def one_run_lines(result: AuditResult) -> list[str]:
     lines = ["## One-run audit", "", md(record.get("statement")), "", "Assumptions:", ""]
     lines += [f"- {md(item)}" for item in record.get("assumptions") or ()]
     return lines + [""]
-
-
-def conformance_rows(result: AuditResult) -> list[list[str]]:
-    """``[assumption, what the accountant assumes, holds, what the code does]`` of a library run's conformance."""
-    return [[str(item.get("name")), str(item.get("assumed")), "yes" if item.get("holds") else "no",
-             str(item.get("detail"))] for item in result.conformance.get("assumptions") or ()]
 
 
 def conformance_lines(result: AuditResult) -> list[str]:
@@ -312,38 +249,6 @@ def reproduction_text(result: Result) -> str:
     return text
 
 
-def shown_params(mechanism: Mapping[str, Any]) -> dict[str, Any]:
-    """The parameters that apply: those the mechanism lists as inapplicable and unset ones are hidden."""
-    hidden = set(mechanism.get("inapplicable") or ())
-    return {key: value for key, value in mechanism.get("params", {}).items()
-            if key not in hidden and value is not None}
-
-
-def claims_rows(claims: Sequence[ClaimEntry], tightness: Mapping[str, Any],
-                certified: Any = None) -> list[list[str]]:
-    """Rows ``name, index, relation, applicable, epsilon, tightness, slack, citation or reason`` (plain text).
-
-    Tightness is the verdict's ratio where it has one, else ``certified / epsilon`` (the exact value's row).
-    """
-    rows = []
-    for claim in claims:
-        ratio = tightness.get(claim.name)
-        reference = claim.kind in REFERENCE_KINDS and not claim.applicable and claim.epsilon is not None
-        if ratio is None and claim.applicable and _number(certified) and _number(claim.epsilon) \
-                and claim.epsilon > 0:
-            ratio = certified / claim.epsilon
-        rows.append([
-            str(claim.name), "all" if claim.index is None else str(claim.index), str(claim.relation),
-            "yes" if claim.applicable else ("no (reference)" if reference else "no"),
-            _plain_num(claim.epsilon) if claim.applicable or reference else "n/a",
-            _plain_num(ratio, ".3g") if ratio is not None else "",
-            _plain_num(claim.slack, ".3g") if claim.slack is not None else "",
-            str(claim.citation) if claim.applicable else (f"{claim.reason}; {claim.citation}" if reference
-                                                          else f"not applicable: {claim.reason}"),
-        ])
-    return rows
-
-
 def theory_slack_sentence(result: Result) -> str:
     """The tightest valid claim, and how far it is from the exact value of the instance ("" without a claim)."""
     slack = typed(result).theory_slack or {}
@@ -359,164 +264,6 @@ def theory_slack_sentence(result: Result) -> str:
     return (f"Theory slack: the tightest valid claim is {slack['tightest']} "
             f"(epsilon {_plain_num(slack.get('tightest_epsilon'))}){exact}; the slack column is each claim "
             "divided by it.")
-
-
-def tightest_claim(row: IndexResult, relation: str | None) -> ClaimEntry | None:
-    """The tightest applicable upper-bound claim of a position for ``relation`` (the verdict's, else the
-    smallest); ``None`` when none has a finite epsilon."""
-    bounds = [c for c in applicable_bounds(row.claims, relation) if _number(c.epsilon)]
-    named = [c for c in bounds if c.name == (row.theory_slack or {}).get("tightest")]
-    return named[0] if named else (min(bounds, key=lambda c: c.epsilon) if bounds else None)
-
-
-def index_rows(result: Result) -> list[dict[str, str]]:
-    """One row per canary position: certified bounds, tightest claim, exact value, ceiling, tightness, verdict."""
-    result = typed(result)
-    rows = []
-    relation = result.canary.get("relation")
-    for row in result.per_index:
-        emp = row.empirical
-        claim = tightest_claim(row, relation)
-        exact = next((c.epsilon for c in row.claims if c.kind == "exact-instance"), None)
-        certified = emp.epsilon_lower_bound
-        ratio = certified / claim.epsilon if claim and _number(certified) and claim.epsilon > 0 else None
-        rows.append({
-            "index": "-" if row.index is None else str(row.index),
-            "epsilon": _plain_num(certified, ".4f"),
-            "mu": "n/a" if result.anytime else _plain_num(emp.mu_lower_bound, ".4f"),  # anytime fits no GDP
-            "claim": str(claim.name) if claim else "none applicable",
-            "claim_epsilon": _plain_num(claim.epsilon) if claim else "n/a",
-            "exact": _plain_num(exact),
-            "ceiling": _plain_num(row.ceiling) + (" (simulated)" if row.ceiling_source else ""),
-            "ceiling_band": band_text(row.ceiling_band) + (" (certified bound above it)" if row.above_ceiling_band
-                                                           else " (certified bound below it)"
-                                                           if row.below_ceiling_band else ""),
-            "tightness": _plain_num(ratio, ".3g") if ratio is not None else "n/a",
-            "verdict": str(row.verdict),
-        })
-    return rows
-
-
-INDEX_COLUMNS = (("index", "index"), ("epsilon", "epsilon >= (certified)"), ("claim", "tightest claim"),
-                 ("claim_epsilon", "claim epsilon"), ("tightness", "tightness"), ("exact", "exact value"),
-                 ("ceiling", "ceiling"), ("ceiling_band", "ceiling band (95%)"), ("mu", "mu >= (model-based)"),
-                 ("verdict", "verdict"))
-ESTIMATE_COLUMNS = ("estimator", "certified", "value", "method", "confidence")
-PORTFOLIO_COLUMNS = ("index", "score", "applicable", "epsilon >= on held-out calibration", "mu >=", "chose",
-                     "why not applicable")
-
-
-def band_text(band: Sequence[float] | None) -> str:
-    """A ceiling band as ``low to high`` (``n/a`` without one)."""
-    if band is None:
-        return "n/a"
-    return f"{_plain_num(band[0], '.3f')} to {_plain_num(band[1], '.3f')}"
-
-
-def notable_sentences(result: Result) -> list[str]:
-    """One sentence per canary position whose certified bound lies above its ceiling band's top."""
-    sentences = []
-    for row in typed(result).per_index:
-        if not row.above_ceiling_band:
-            continue
-        where = f"at canary index {row.index}, " if row.index is not None else ""
-        simulated = " (a simulated law carries its own sampling error)" if row.ceiling_source else ""
-        sentences.append(
-            f"Notable: {where}the certified bound "
-            f"{_plain_num(row.empirical.epsilon_lower_bound, '.3f')} lies above the ceiling band "
-            f"({band_text(row.ceiling_band)}): an ideal threshold audit at these trials lands there 2.5% of "
-            f"the time. Check that the score law behind the ceiling describes this mechanism{simulated} "
-            "before putting it down to chance.")
-    return sentences
-
-
-#: A band is called lopsided when one side of it, measured from the ceiling, is this many times the other.
-LOPSIDED = 3.0
-
-
-def _positions(rows: Sequence[IndexResult]) -> str:
-    indices = [str(row.index) for row in rows if row.index is not None]
-    if not indices:
-        return ""
-    return f"at canary {'index' if len(indices) == 1 else 'indices'} {', '.join(indices)}, "
-
-
-def _ties_with_the_likelihood_ratio(result: AuditResult, row: IndexResult) -> bool:
-    """True when the score that certified at ``row`` is the exact likelihood ratio, or gave the same test as
-    it on the held-out calibration trials (a tie of the portfolio, :func:`portfolio_rows`)."""
-    if result.attack.get("score") == "exact":
-        return True
-    here = [c for c in result.attack.get("portfolio") or () if c.get("index") == row.index and c.get("applicable")]
-    chosen = next((c for c in here if c.get("chosen")), None)
-    return chosen is not None and any(c.get("name") == "exact" and (c.get("epsilon"), c.get("mu")) ==
-                                      (chosen.get("epsilon"), chosen.get("mu")) for c in here)
-
-
-def band_sentences(result: Result) -> list[str]:
-    """What the certified bound's place against the ceiling band means, for every position with a band: below
-    it (one sentence a position), inside it (one sentence for all), and why a lopsided band is lopsided (above
-    the band is :func:`notable_sentences`'s)."""
-    result = typed(result)
-    rows = [row for row in result.per_index if row.ceiling_band is not None]
-    sentences = []
-    for row in rows:
-        if row.below_ceiling_band:
-            calibration = (row.empirical.epsilon.get("trials") or {}).get("calibration_a")
-            chosen = (f"chosen on {_plain_num(calibration, ',')} calibration trials per dataset"
-                      if _number(calibration) else "chosen on calibration trials")
-            if _ties_with_the_likelihood_ratio(result, row):
-                why = (f"Its score gave the same test as the exact likelihood ratio on the held-out calibration "
-                       f"trials, so the gap lies in the threshold and the way its counts are certified, {chosen}, "
-                       "where the ideal audit knows the best ones in advance: more calibration trials "
-                       "(calibration_fraction) can choose them better.")
-            else:
-                why = (f"Its score may not be the likelihood ratio, and its threshold was {chosen}, where the ideal "
-                       "audit knows the best one in advance: a stronger score, or more calibration trials "
-                       "(calibration_fraction), closes the gap.")
-            sentences.append(
-                f"Below the band: {_positions([row])}the certified bound "
-                f"{_plain_num(row.empirical.epsilon_lower_bound, '.3f')} lies below the ceiling band "
-                f"({band_text(row.ceiling_band)}); only 2.5% of ideal threshold audits at these trials certify "
-                f"less, so chance in the counts hardly explains the gap: this audit's test is weaker than the ideal "
-                f"one. {why} More trials raise the ceiling and the bound together.")
-    inside = [row for row in rows if not row.below_ceiling_band and not row.above_ceiling_band]
-    if inside:
-        where = _positions(inside)
-        sentences.append(
-            f"Inside the band: {where}the certified {'bound lies' if len(inside) == 1 else 'bounds lie'} "
-            "within what 95% of ideal threshold audits certify at these trials: the attack did what an ideal "
-            "test could, and more trials, not a better attack, would raise the bound.")
-    for row in rows:
-        low, high = row.ceiling_band
-        ceiling = row.ceiling
-        if not (_number(ceiling) and _number(low) and _number(high) and low <= ceiling <= high):
-            continue
-        under, over = ceiling - low, high - ceiling
-        if under > LOPSIDED * max(over, 0.0) and under > 0:
-            sentences.append(
-                f"Lopsided band: {_positions([row])}the band reaches {_plain_num(over, '.3g')} above the central "
-                f"ceiling {_plain_num(ceiling, '.3f')} and {_plain_num(under, '.3g')} below it. The ideal test's "
-                "rarer error is expected about once or less at these trials: its count cannot fall below zero, "
-                "so luck lifts the bound little, while one or two rare errors more than expected drop it far.")
-        elif over > LOPSIDED * max(under, 0.0) and over > 0:
-            sentences.append(
-                f"Lopsided band: {_positions([row])}the band reaches {_plain_num(over, '.3g')} above the central "
-                f"ceiling {_plain_num(ceiling, '.3f')} and {_plain_num(under, '.3g')} below it. The bound goes "
-                "as the logarithm of the rarer error's count, which is steep when that count is small: a few "
-                "rare errors fewer than expected lift the bound more than as many more drop it.")
-    return sentences
-
-
-def strongest_row(result: Result) -> IndexResult:
-    """The position whose bound the headline states."""
-    result = typed(result)
-    return next((r for r in result.per_index if r.index == result.empirical.index), result.per_index[0])
-
-
-def estimate_rows(result: Result) -> list[list[str]]:
-    """One row per estimator that ran at the strongest position (whichever they were)."""
-    return [[str(e.name), str(e.quantity), _plain_num(e.value, ".4g"), str(e.method), _plain_num(e.confidence, ".4g")]
-            for e in typed(result).empirical.estimates]
 
 
 def profile_epsilon(result: Result) -> float | None:
@@ -546,53 +293,6 @@ def estimators_note(result: Result) -> str:
                  f"covered by the confidence {_plain_num(headline.confidence, 'g')}: both statements hold together "
                  f"at {_plain_num(1 - 2 * beta, 'g')} (a union bound).")
     return note
-
-
-def portfolio_rows(result: Result) -> list[list[str]]:
-    """One row per distinct test of a portfolio at a position: its calibration strength, the scores that gave
-    it (``projection = gaussian = logistic`` where they tie), and which one certified.
-
-    A score that does not apply is listed once with its reason after the others, at the positions it
-    does not apply to ("every position" when that is all of them), not once per position; so is a score that
-    applies but was not judged (a preferred score was taken without a contest there).
-    """
-    candidates = list(typed(result).attack.get("portfolio") or ())
-    positions = list(dict.fromkeys(c.get("index") for c in candidates))
-    skipped: dict[tuple[str, str], list[Any]] = {}
-    not_judged: dict[tuple[str, str], list[Any]] = {}
-    for c in candidates:
-        if not c.get("applicable"):
-            skipped.setdefault((str(c.get("name")), str(c.get("reason") or "")), []).append(c.get("index"))
-        elif c.get("epsilon") is None:  # applicable, but a preferred score was taken without a contest
-            not_judged.setdefault((str(c.get("name")), str(c.get("reason") or "")), []).append(c.get("index"))
-    # scores that gave the same test (the same held-out figures at a position: on a one-dimensional output every
-    # score monotone in it orders the trials alike) are one row, naming every score that ties
-    tied: dict[tuple[Any, Any, Any], list[Mapping[str, Any]]] = {}
-    for c in candidates:
-        if c.get("applicable") and c.get("epsilon") is not None:
-            tied.setdefault((c.get("index"), c.get("epsilon"), c.get("mu")), []).append(c)
-    rows = [["-" if index is None else str(index), " = ".join(str(c.get("name")) for c in group), "yes",
-             _plain_num(epsilon, ".4g"), _plain_num(mu, ".4g"),
-             ("certified (" + str(next(c.get("name") for c in group if c.get("chosen")))
-              + ")" if len(group) > 1 else "certified") if any(c.get("chosen") for c in group) else "",
-             "; ".join(dict.fromkeys(str(c.get("reason")) for c in group if c.get("reason")))]
-            for (index, epsilon, mu), group in tied.items()]
-    rows += [[_positions_text(where, positions), name, "yes", "not judged", "", "", reason]
-             for (name, reason), where in not_judged.items()]
-    rows += [[_positions_text(where, positions), name, "no", "n/a", "n/a", "", reason]
-             for (name, reason), where in skipped.items()]
-    return rows
-
-
-def _positions_text(where: list[Any], positions: list[Any]) -> str:
-    if len(positions) > 1 and len(set(where)) == len(positions):
-        return "every position"
-    return ", ".join("-" if index is None else str(index) for index in dict.fromkeys(where))
-
-
-def _table(header: Sequence[str], rows: list[list[str]]) -> list[str]:
-    return (["| " + " | ".join(md(cell) for cell in header) + " |", "|" + "---|" * len(header)]
-            + ["| " + " | ".join(md(cell) for cell in row) + " |" for row in rows])
 
 
 #: How a trained model's target record was chosen and where its trainings started (``canary`` keys of the result,

@@ -36,7 +36,7 @@ from tqdm import tqdm
 from dpaudit.commands.common import add_progress_flags, count, emit_json, show_progress
 from dpaudit.core.errors import NotExact, ParameterError
 from dpaudit.core.progress import enabled
-from dpaudit.reports.text import BAND_WORDS, CEILING_WORDS
+from dpaudit.reports.bands import BAND_WORDS, CEILING_WORDS
 
 __all__ = ["canary_choices", "equivalent_mu", "one_run_forecast", "plan_pair", "trials_for_target"]
 

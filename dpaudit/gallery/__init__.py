@@ -26,7 +26,8 @@ from dpaudit.mechanisms.accounting.lssgd import lssgd_claim_noise
 from dpaudit.reports import plots
 from dpaudit.reports.html import summary_figure
 from dpaudit.reports.render import as_document, write_all, write_text_atomic
-from dpaudit.reports.text import BAND_WORDS, CEILING_WORDS, notable_sentences, verdict_sentence
+from dpaudit.reports.bands import BAND_WORDS, CEILING_WORDS, notable_sentences
+from dpaudit.reports.text import verdict_sentence
 
 __all__ = ["SECTIONS", "Section", "build", "section_configs"]
 

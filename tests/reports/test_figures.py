@@ -13,13 +13,10 @@ from dpaudit.auditing.jobs.runner import RunOptions
 from dpaudit.reports.captions import certifying_test, histogram_caption, profile_caption, roc_caption
 from dpaudit.reports.plots import histograms, privacy_profile, roc
 from dpaudit.reports.render import render
-from dpaudit.reports.text import (
-    band_sentences,
-    claims_rows,
-    md,
-    portfolio_rows,
-    theory_slack_sentence,
-)
+from dpaudit.reports.bands import band_sentences
+from dpaudit.reports.formatting import md
+from dpaudit.reports.tables import claims_rows, portfolio_rows
+from dpaudit.reports.text import theory_slack_sentence
 from tests.helpers import run_documents
 
 ONE = {"title": "dp-sgd, last iterate, one canary position",

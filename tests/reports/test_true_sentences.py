@@ -28,7 +28,9 @@ from dpaudit.auditing.jobs.runner import RunOptions
 from dpaudit.auditing.statistics.verdict import applicable_bounds
 from dpaudit.reports.captions import THIN, _tail_heights, certifying_test, exact_value, neighbour_label
 from dpaudit.reports.render import render
-from dpaudit.reports.text import looks_text, strongest_row, tightest_claim, typed
+from dpaudit.reports.formatting import typed
+from dpaudit.reports.tables import strongest_row, tightest_claim
+from dpaudit.reports.text import looks_text
 from tests.helpers import run_documents
 
 THREE = {"title": "projected kernel, three canary positions",

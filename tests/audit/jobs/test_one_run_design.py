@@ -14,7 +14,7 @@ from dpaudit.auditing.checks.regression import PrivacyViolation, assert_private
 from dpaudit.auditing.jobs.config import load_configs
 from dpaudit.auditing.jobs.runner import RunOptions
 from dpaudit.cli import main
-from dpaudit.reports.text import md
+from dpaudit.reports.formatting import md
 from tests.helpers import run_documents
 
 FACTORY = """

@@ -126,7 +126,8 @@ def test_a_preferred_score_is_taken_without_judging_the_others(monkeypatch):
     # not judged, and the report lists them once each under that note
     from dpaudit.auditing.jobs import runner
     from dpaudit.auditing.statistics import portfolio
-    from dpaudit.reports.text import markdown, portfolio_rows
+    from dpaudit.reports.tables import portfolio_rows
+    from dpaudit.reports.text import markdown
     from tests import discrete_algorithms as algorithms
 
     direct, calls, choices = portfolio._strength, [], []
