@@ -55,7 +55,7 @@ from dpaudit.core.kinds import Relation
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
 
-__all__ = ["RELATIONS", "VectorCandidate", "pattern_pairs", "screen_epsilon", "screen_pair", "screen_vector_pairs"]
+__all__ = ["NaNRelease", "RELATIONS", "VectorCandidate", "pattern_pairs", "screen_epsilon", "screen_pair", "screen_vector_pairs"]
 
 RELATIONS = ("component-wise", "one-answer")
 #: Scores fitted on each candidate's screening trials ("difference" and "histogram" are the screen's own:
@@ -159,6 +159,11 @@ def _histogram_scores(fit_a: np.ndarray, fit_b: np.ndarray, test_a: np.ndarray, 
     return log_ratio[inverse[sizes[1]:sizes[2]]], log_ratio[inverse[sizes[2]:]]
 
 
+class NaNRelease(ValueError):
+    """A screened pair's outputs hold NaN: no score can screen it (a search over records skips the pair; one over
+    query patterns refuses, naming the pattern)."""
+
+
 def screen_pair(mechanism: Mechanism, first: Dataset, second: Dataset, scores: Sequence[str], trials: int,
                 seed: np.random.SeedSequence, relation: str = Relation.REPLACE_ONE) -> tuple[float, str]:
     """The strongest screening score on the pair ``(first, second)``: (screen epsilon, score name).
@@ -172,7 +177,7 @@ def screen_pair(mechanism: Mechanism, first: Dataset, second: Dataset, scores: S
     out_a = np.asarray(mechanism.sample(first, trials=trials, seed=seed_a), dtype=float)
     out_b = np.asarray(mechanism.sample(second, trials=trials, seed=seed_b), dtype=float)
     if np.isnan(out_a.max()) or np.isnan(out_b.max()):  # no score reads a NaN (nor warns about one): no screen
-        raise ValueError(f"mechanism {mechanism.label!r} released NaN on this pair")
+        raise NaNRelease(f"mechanism {mechanism.label!r} released NaN on this pair")
     half = trials // 2
     pair = CanaryPair(mechanism, first, second, np.ones(mechanism.output_dim), None, Relation(relation),
                       "dataset-pair")
@@ -205,8 +210,12 @@ def screen_pair(mechanism: Mechanism, first: Dataset, second: Dataset, scores: S
 
 def _strength(mechanism: Mechanism, candidate: VectorCandidate, scores: Sequence[str], trials: int,
               seed: np.random.SeedSequence) -> tuple[float, str]:
-    """The strongest screening score on ``candidate``: (screen epsilon, score name)."""
-    return screen_pair(mechanism, *candidate.datasets(), scores, trials, seed)
+    """The strongest screening score on ``candidate``: (screen epsilon, score name); a pattern whose outputs hold
+    NaN is refused, naming it (a NaN is no release of any mechanism)."""
+    try:
+        return screen_pair(mechanism, *candidate.datasets(), scores, trials, seed)
+    except NaNRelease as exc:
+        raise ParameterError(f"{exc} (pattern {candidate.name})") from None
 
 
 def screen_vector_pairs(mechanism: Mechanism, *, queries: int, center: float = 1.0, sensitivity: float = 1.0,

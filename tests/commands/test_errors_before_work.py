@@ -140,3 +140,19 @@ def test_search_on_a_function_that_releases_nan_is_refused_in_one_line_without_n
     assert code == 2
     assert "every candidate pair failed" in (line := _one_line(capsys)) and "'always_nan' released NaN" in line
     assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []
+
+
+NAN_ON_ONE_ANSWER = ("import math\n\nimport numpy as np\n\n\ndef nan_when_first_moves(answers, rng):\n"
+                     "    first = float(np.ravel(answers)[0])\n"
+                     "    return [math.nan if first > 1.0 else first + rng.laplace()]\n")
+
+
+def test_a_query_search_refuses_a_pattern_that_releases_nan_naming_it(tmp_path, capsys, monkeypatch):
+    # the query patterns' screen refuses the first pattern whose outputs hold NaN, and says which one
+    (tmp_path / "nan_answers.py").write_text(NAN_ON_ONE_ANSWER)
+    monkeypatch.chdir(tmp_path)
+    code = main(["search", "--function", "nan_answers.py:nan_when_first_moves", "--queries", "2", "--epsilon", "1",
+                 "--screen-trials", "100", "--trials", "2000", "--quiet"])
+    assert code == 2
+    line = _one_line(capsys)
+    assert "'nan_when_first_moves' released NaN on this pair (pattern " in line, line
