@@ -63,7 +63,9 @@ def execution_backend(options: RunOptions) -> Iterator[int]:
 
 
 def check_scheduler(address: str, timeout: float = 3.0) -> str:
-    """``tcp://host:port`` of a reachable scheduler, or a one-line error (checked before Dask starts)."""
+    """The scheduler's address, or a one-line error (checked before Dask starts): a ``tcp://`` address (or a bare
+    ``host[:port]``) as ``tcp://host:port`` once it answers; Dask's other schemes (``inproc://``, ``ucx://``,
+    ``ws://``, ``wss://``) as given, for Dask to reach."""
     try:
         parsed = urllib.parse.urlsplit(address if "://" in address else f"tcp://{address}")
     except ValueError:

@@ -3,8 +3,10 @@
 ``DPAUDIT_PROGRESS`` (``0``: off, anything else: on) decides where it is
 set; without it, progress shows when standard error is a terminal, so a
 script run by hand shows it and a job whose output goes to a file or a pipe
-stays quiet. A call's own ``progress=True`` or ``False`` (the CLI's
-``--progress`` and ``--quiet``) always wins.
+stays quiet (``dpaudit run``, ``check`` and ``zoo`` show it there too unless
+their JSON goes to stdout: ``enabled(without_terminal=True)``). A call's own
+``progress=True`` or ``False`` (the CLI's ``--progress`` and ``--quiet``)
+always wins.
 """
 
 from __future__ import annotations

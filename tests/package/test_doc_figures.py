@@ -351,7 +351,7 @@ FIGURES: tuple[Line, ...] = (
     # the black-box zoo at 10^5: noisy-max-laplace-value missed, caught at 10^6
     Line(GUIDE, "missed and exits 1: its true epsilon,", (
         ("0.25", Recorded(NOISY_MAX, "0.250")), ("0.1", Recorded(NOISY_MAX, "0.100")))),
-    Line(GUIDE, "that even audits at the oracle threshold certify between", (
+    Line(GUIDE, "that 95% of audits at the oracle threshold certify between", (
         ("0.152", Recorded(NOISY_MAX)), ("0.251", Recorded(NOISY_MAX)))),
     Line(GUIDE, "vector Laplace, scale 1 |", (
         ("1.0", AssertedBy("tests/adapters/test_adapters.py::test_opendp_vector_laplace_is_consistent_with_its_"
@@ -440,7 +440,7 @@ FIGURES: tuple[Line, ...] = (
     Line(GUIDE, "and these trials, certify a median of", (
         ("2.71", Recorded(IDEAL, "2.7136")), ("2.42", Recorded(IDEAL, "2.4245")))),
     Line(GUIDE, "), for they choose the test on 100 calibration", (
-        ("3.17", Recorded(IDEAL, "3.1747")), ("3.0", Recorded(IDEAL)))),
+        ("3.17", Recorded(IDEAL, "3.1747")), ("3.0", Recorded(IDEAL, "3.0: 15%")))),
     Line(GUIDE, "It prints `projection consistent", (
         ("1.94", Printed()), ("2.22", Printed()), ("3.52", Printed()))),
     Line(GUIDE, "side the same statistics certify a median of", (("2.35", Recorded(IDEAL, "2.3506")),)),
