@@ -1,7 +1,8 @@
 """The anytime-valid design measured: validity on correct mechanisms, power beside check and fixed runs.
 
 Run: ``python benchmarks/anytime.py --mode validity [--seeds 200] [--budget 100000] [--only NAME ...]``
-or ``python benchmarks/anytime.py --mode power [--seeds 5] [--only NAME ...]`` (add ``--json`` for one JSON line).
+or ``python benchmarks/anytime.py --mode power [--seeds 5] [--designs anytime check fixed] [--only NAME ...]``
+(add ``--json`` for one JSON line).
 
 ``validity``: each correct mechanism audited at its exact epsilon (the claim it keeps), ``--seeds`` seeds each,
 watched continuously (no futility stop) up to ``--budget`` trials per side: how many runs ever certify a
@@ -144,22 +145,25 @@ def _cases(args):
 def power(args) -> dict:
     out = {}
     for name, pair, claim, score, budget, truth in _cases(args):
-        rows = {"anytime": [], "check": [], "fixed": []}
+        rows = {design: [] for design in args.designs}
         start = time.perf_counter()
         for seed in range(args.seeds):
-            result = anytime(pair, claim, budget, seed, score)
-            rows["anytime"].append(result.anytime["stopping_trial"] if result.anytime["stopped"] == "violation"
-                                   else None)
-            rows["check"].append(_check_flag(pair, claim, seed, score, budget))
-            rows["fixed"].append(_fixed_flag(pair, claim, seed, score, budget))
+            if "anytime" in rows:
+                result = anytime(pair, claim, budget, seed, score)
+                rows["anytime"].append(result.anytime["stopping_trial"] if result.anytime["stopped"] == "violation"
+                                       else None)
+            if "check" in rows:
+                rows["check"].append(_check_flag(pair, claim, seed, score, budget))
+            if "fixed" in rows:
+                rows["fixed"].append(_fixed_flag(pair, claim, seed, score, budget))
         medians = {k: _median(v) for k, v in rows.items()}
         gross = truth is not None and truth >= 2 * claim
         out[name] = {"claim": claim, "true_epsilon": truth, "gross": gross, "budget": budget, **rows,
                      "median": medians, "seconds": time.perf_counter() - start}
-        ratio = (medians["anytime"] / medians["fixed"]) if medians["anytime"] and medians["fixed"] else None
+        ratio = (medians["anytime"] / medians["fixed"]) if medians.get("anytime") and medians.get("fixed") else None
         print(f"{name:28s} claim {claim:.3g} true {truth if truth is not None else float('nan'):.3g}"
-              f"{' GROSS' if gross else ''}: median trials to flag anytime {medians['anytime']}, check "
-              f"{medians['check']}, smallest fixed run {medians['fixed']}, fixed budget {budget}"
+              f"{' GROSS' if gross else ''}: median trials to flag anytime {medians.get('anytime', '-')}, check "
+              f"{medians.get('check', '-')}, smallest fixed run {medians.get('fixed', '-')}, fixed budget {budget}"
               + (f", anytime/fixed {ratio:.2f}" if ratio else ""), file=sys.stderr)
     return out
 
@@ -200,6 +204,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--suite", choices=("zoo", "blackbox"), default="zoo",
                         help="power: the zoo's buggy variants or the black-box suite's violating algorithms")
+    parser.add_argument("--designs", nargs="+", choices=("anytime", "check", "fixed"),
+                        default=["anytime", "check", "fixed"], help="power: the designs measured (default all)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     args.seeds = args.seeds or {"validity": 200, "power": 5, "side-by-side": 3}[args.mode]

@@ -69,18 +69,22 @@ _STEPS = 24
 #: Candidate thresholds per tail (quantiles of the pooled earlier scores)
 _LEVELS = 96
 #: Cells whose bets are searched at once, from the lowest cell not yet rejected
-_WINDOW = 48
+_WINDOW = 96
+#: Above 0.5, each cell's top is this many times the one below (rounded to 3 decimals)
+GRID_RATIO = 1.01
 
 
 def epsilon_grid(claims: Sequence[float] = (), top: float = 20.0) -> np.ndarray:
-    """Cell tops of the epsilon axis: 0.005 apart to 0.5, 0.02 to 2, 0.05 to 5, 0.2 to ``top``, and each claim.
+    """Cell tops of the epsilon axis: 0.005 apart to 0.5, then each :data:`GRID_RATIO` times the last (rounded
+    to 3 decimals) up to ``top``, ``top`` itself, and each claim.
 
     A finer grid costs computation only (each epsilon is tested by its own cell's e-process); the bound
-    is reported at a cell top, so rounding is towards the safe side.
+    is reported at a cell top, so rounding is towards the safe side. Above 0.5 the cells are 1% wide, so a
+    reported bound is within 1% of the top of the last cell the data reject.
     """
     top = check_real("top", top, positive=True)
-    parts = [np.arange(1, 101) * 0.005, 0.5 + np.arange(1, 76) * 0.02, 2 + np.arange(1, 61) * 0.05,
-             5 + np.arange(1, int(round((max(top, 5.0) - 5) / 0.2)) + 1) * 0.2]
+    steps = int(math.ceil(math.log(max(top, 0.5) / 0.5) / math.log(GRID_RATIO)))
+    parts = [np.arange(1, 101) * 0.005, np.round(0.5 * GRID_RATIO ** np.arange(1, steps + 1), 3), [top]]
     extra = [float(c) for c in claims if c is not None and 0 < float(c) <= top]
     grid = np.unique(np.round(np.concatenate(parts + [np.asarray(extra, dtype=float)]), 12))
     return grid[grid <= top + 1e-12]

@@ -144,3 +144,7 @@ def test_grid_holds_the_claim_and_rounds_to_cell_tops():
     grid = epsilon_grid([0.7071, 3.3333])
     assert 0.7071 in grid and 3.3333 in grid and math.isclose(grid[0], 0.005) and grid[-1] <= 20.0
     assert np.all(np.diff(grid) > 0)
+    # above 0.5 a cell is at most 1% wide (its top within 1% of its bottom, up to the 3-decimal rounding), so a
+    # bound reported at a cell top loses at most about 1% to the grid
+    upper = grid[grid > 0.5]
+    assert np.all(upper[1:] / upper[:-1] <= 1.01 + 0.001 / 0.5) and grid[-1] == 20.0

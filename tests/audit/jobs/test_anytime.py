@@ -58,15 +58,15 @@ def test_killed_and_resumed_it_gets_the_same_stopping_time_and_figures(tmp_path,
     def killed(*args, **kwargs):
         calls.append(1)
         if len(calls) == 4:
-            raise KeyboardInterrupt  # killed after three chunks of the stream
+            raise KeyboardInterrupt  # killed after three chunks of the stream (the claim 1.6 stops in the fifth)
         return original(*args, **kwargs)
 
     monkeypatch.setattr(anytime, "_step", killed)
     with pytest.raises(KeyboardInterrupt):
-        run_audits([_job(1.2)], options)
+        run_audits([_job(1.6)], options)
     monkeypatch.setattr(anytime, "_step", original)
-    resumed = run_audits([_job(1.2)], options)[0]
-    fresh = run_audits([_job(1.2)], MEMORY)[0]
+    resumed = run_audits([_job(1.6)], options)[0]
+    fresh = run_audits([_job(1.6)], MEMORY)[0]
     assert resumed.timings["chunks_reused"] >= 8  # the four chunks per side drawn before the kill
     for key in ("stopped", "stopping_trial", "trials_drawn", "positions"):
         assert resumed.anytime[key] == fresh.anytime[key], key
