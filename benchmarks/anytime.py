@@ -83,14 +83,15 @@ def validity(args) -> dict:
         if args.only and name not in args.only:
             continue
         start, flags, bounds = time.perf_counter(), 0, []
-        for seed in range(args.seeds):
+        for seed in range(args.seed_start, args.seed_start + args.seeds):
             result = anytime(pair, claim, args.budget, seed, score, futility=False)
             flags += result.anytime["stopped"] == "violation"
             bounds.append(result.epsilon_lower_bound)
         alpha = 0.05
         # a binomial count at the nominal rate: mean seeds * alpha, its 99.9% upper quantile
         sd = math.sqrt(args.seeds * alpha * (1 - alpha))
-        out[name] = {"claim": claim, "seeds": args.seeds, "flags": flags, "share": flags / args.seeds,
+        out[name] = {"claim": claim, "seeds": args.seeds, "seed_start": args.seed_start, "flags": flags,
+                     "share": flags / args.seeds,
                      "nominal_mean": args.seeds * alpha, "nominal_sd": sd,
                      "median_bound": statistics.median(bounds), "seconds": time.perf_counter() - start}
         print(f"{name:32s} claim {claim:.4g}: {flags}/{args.seeds} ever flagged (alpha {alpha}), median bound "
@@ -147,7 +148,7 @@ def power(args) -> dict:
     for name, pair, claim, score, budget, truth in _cases(args):
         rows = {design: [] for design in args.designs}
         start = time.perf_counter()
-        for seed in range(args.seeds):
+        for seed in range(args.seed_start, args.seed_start + args.seeds):
             if "anytime" in rows:
                 result = anytime(pair, claim, budget, seed, score)
                 rows["anytime"].append(result.anytime["stopping_trial"] if result.anytime["stopped"] == "violation"
@@ -183,7 +184,7 @@ def side_by_side(args) -> dict:
         if args.only and name not in args.only:
             continue
         pairs = []
-        for seed in range(args.seeds):
+        for seed in range(args.seed_start, args.seed_start + args.seeds):
             any_job = AnytimeJob(make_job(pair=pair, trials=args.at, seed=seed, score=score), futility=False)
             fixed_job = make_job(pair=pair, trials=args.at, seed=seed, score=score)
             a, f = run_audits([any_job, fixed_job], OPTIONS)
@@ -199,6 +200,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=("validity", "power", "side-by-side"), default="validity")
     parser.add_argument("--seeds", type=int, default=None)
+    parser.add_argument("--seed-start", type=int, default=0,
+                        help="the first seed (a run of many seeds split over processes: 0, then --seeds, ...)")
     parser.add_argument("--budget", type=int, default=100_000)
     parser.add_argument("--at", type=int, default=100_000)
     parser.add_argument("--only", nargs="*", default=None)
@@ -209,6 +212,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     args.seeds = args.seeds or {"validity": 200, "power": 5, "side-by-side": 3}[args.mode]
+    if args.seeds < 1 or args.seed_start < 0:
+        parser.error(f"--seeds must be at least 1 and --seed-start at least 0, got {args.seeds} and {args.seed_start}")
     np.seterr(all="ignore")
     run = {"validity": validity, "power": power, "side-by-side": side_by_side}[args.mode]
     result = run(args)
