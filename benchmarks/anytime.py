@@ -83,7 +83,7 @@ def validity(args) -> dict:
         if args.only and name not in args.only:
             continue
         start, flags, bounds = time.perf_counter(), 0, []
-        for seed in range(args.seed_start, args.seed_start + args.seeds):
+        for seed in args.seed_range:
             result = anytime(pair, claim, args.budget, seed, score, futility=False)
             flags += result.anytime["stopped"] == "violation"
             bounds.append(result.epsilon_lower_bound)
@@ -148,7 +148,7 @@ def power(args) -> dict:
     for name, pair, claim, score, budget, truth in _cases(args):
         rows = {design: [] for design in args.designs}
         start = time.perf_counter()
-        for seed in range(args.seed_start, args.seed_start + args.seeds):
+        for seed in args.seed_range:
             if "anytime" in rows:
                 result = anytime(pair, claim, budget, seed, score)
                 rows["anytime"].append(result.anytime["stopping_trial"] if result.anytime["stopped"] == "violation"
@@ -172,7 +172,8 @@ def power(args) -> dict:
 def _median(values):
     """Median of the flags, a run that never flagged counting as infinite (None when half never did)."""
     keyed = sorted(math.inf if v is None else v for v in values)
-    value = keyed[(len(keyed) - 1) // 2] if len(keyed) % 2 else (keyed[len(keyed) // 2 - 1] + keyed[len(keyed) // 2]) / 2
+    middle = len(keyed) // 2
+    value = keyed[middle] if len(keyed) % 2 else (keyed[middle - 1] + keyed[middle]) / 2
     return None if math.isinf(value) else value
 
 
@@ -184,7 +185,7 @@ def side_by_side(args) -> dict:
         if args.only and name not in args.only:
             continue
         pairs = []
-        for seed in range(args.seed_start, args.seed_start + args.seeds):
+        for seed in args.seed_range:
             any_job = AnytimeJob(make_job(pair=pair, trials=args.at, seed=seed, score=score), futility=False)
             fixed_job = make_job(pair=pair, trials=args.at, seed=seed, score=score)
             a, f = run_audits([any_job, fixed_job], OPTIONS)
@@ -214,6 +215,7 @@ def main() -> None:
     args.seeds = args.seeds or {"validity": 200, "power": 5, "side-by-side": 3}[args.mode]
     if args.seeds < 1 or args.seed_start < 0:
         parser.error(f"--seeds must be at least 1 and --seed-start at least 0, got {args.seeds} and {args.seed_start}")
+    args.seed_range = range(args.seed_start, args.seed_start + args.seeds)  # the seeds every mode runs
     np.seterr(all="ignore")
     run = {"validity": validity, "power": power, "side-by-side": side_by_side}[args.mode]
     result = run(args)

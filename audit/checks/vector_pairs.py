@@ -55,7 +55,8 @@ from dpaudit.core.kinds import Relation
 from dpaudit.mechanisms.base import Mechanism
 from dpaudit.mechanisms.dataset import Dataset
 
-__all__ = ["NaNRelease", "RELATIONS", "VectorCandidate", "pattern_pairs", "screen_epsilon", "screen_pair", "screen_vector_pairs"]
+__all__ = ["NaNRelease", "RELATIONS", "VectorCandidate", "pattern_pairs", "screen_epsilon", "screen_pair",
+           "screen_vector_pairs"]
 
 RELATIONS = ("component-wise", "one-answer")
 #: Scores fitted on each candidate's screening trials ("difference" and "histogram" are the screen's own:
