@@ -116,11 +116,12 @@ def score_applies(score: Score, pair: CanaryPair) -> str | None:
 
 
 def fitted_tail_model(function: ScoreFunction) -> str:
-    """How the calibration rates of a fitted score place the epsilon test (``audit.statistics.tilt``).
+    """How the calibration rates of a score place the epsilon test (``audit.statistics.tilt``).
 
-    A fitted score function may carry ``tail_model = "tilt"``: its log likelihood ratio is close to a
-    straight line in its value (a count of signs, ``attacks.medians``), so the test is placed by the
-    exponential tilt fitted to its calibration scores where they do not reject it. ``"hedged"``: a few tests
+    A score function (fitted or not) may carry ``tail_model = "tilt"``: its log likelihood ratio is close to
+    a straight line in its value (a count of signs, ``attacks.medians``; the projection of a release whose
+    law is a Gaussian shift, ``attacks.scores``), so the test is placed by the exponential tilt fitted to its
+    calibration scores where they do not reject it. ``"hedged"``: a few tests
     placed in different ways are certified together (``audit.statistics.hedged``; the ``discrete`` score).
     Without the attribute: ``"calibration"`` (the calibration rates as counted).
 

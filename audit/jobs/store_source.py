@@ -48,9 +48,8 @@ class StoreSource:
         return trials, trials
 
     def tail_model(self) -> str:
-        """How calibration rates place the test: the fitted score's declaration (``fitted_tail_model``)."""
-        if not self.plan.job.fitted:
-            return "calibration"
+        """How calibration rates place the test: the score function's declaration (``fitted_tail_model``), fitted
+        or not (the projection of a release whose law is a Gaussian shift declares the tilt)."""
         return fitted_tail_model(self.plan.scorers[self.index])
 
     def chunks(self, side: str) -> Iterator[np.ndarray]:

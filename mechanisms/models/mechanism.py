@@ -256,6 +256,21 @@ class ModelTraining(ModelRecords, ModelStarts, IterateRelease, Mechanism):
                                               if k not in data_a.injected or np.any(data_a.injected[k]))
         return full_batch_laws(description, "add-remove" if removed else "replace-one").likelihood_ratio_law()
 
+    @property
+    def projection_tail_model(self) -> str:
+        """How the ``projection`` score's calibration rates place its test (``attacks.scores``): ``"tilt"`` at
+        sampling rate 1 (``full_batch``), else ``"calibration"``.
+
+        Every record joins every step, so a step adds the same Gaussian noise to the sum of clipped gradients
+        under either dataset, and the release projected on the canary's direction is a Gaussian shift (exactly
+        for a fixed gradient, about for a network's moving one): its log likelihood ratio is linear in the
+        projection, and the exponential tilt of the calibration scores places the test in a tail that 100
+        calibration trials per side never reach (``audit.statistics.tilt``; its gate falls back to the counts
+        where the calibration scores reject the line). Under Poisson sampling the projection is a Gaussian
+        mixture, whose ratio is not linear.
+        """
+        return "tilt" if full_batch(self.privacy_description) else "calibration"
+
     def surrogate_output_laws(self):
         """The last-iterate linear-loss surrogate at this training's parameters (final parameters only)."""
         if self.output != "final":

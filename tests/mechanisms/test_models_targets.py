@@ -10,6 +10,7 @@ import pytest
 
 import dpaudit
 from dpaudit.attacks.canaries import CanarySpec
+from dpaudit.attacks.scores import get_score
 from dpaudit.auditing.jobs.config import ConfigError, load_configs, parse_config
 from dpaudit.core.errors import ParameterError
 from dpaudit.mechanisms.accounting.profiles import gaussian_epsilon
@@ -197,6 +198,21 @@ def test_the_default_canary_certifies_more_than_the_old_one():
     gap = new.empirical.epsilon_lower_bound - old.empirical.epsilon_lower_bound
     assert gap > 2 * spread, (new.empirical.epsilon_lower_bound, old.empirical.epsilon_lower_bound, spread)
     assert new.verdict == old.verdict == "consistent"
+
+
+def test_a_full_batch_projection_is_placed_by_its_tilt(monkeypatch):
+    """At rate 1 the white-box projection is a Gaussian shift: its test is placed by the exponential tilt of its
+    calibration scores (``audit.statistics.tilt``); below rate 1 (a Gaussian mixture) by the counts."""
+    full = dpaudit.make("model", **FULL, init="worst-case", init_steps=200)
+    assert full.projection_tail_model == "tilt"
+    assert dpaudit.make("model", **{**FULL, "batch_size": 75}).projection_tail_model == "calibration"
+    pair = CanarySpec(kind="input").build(full, 150)
+    assert get_score("projection").fit(pair).tail_model == "tilt"
+    tilted = dpaudit.audit(full, score="projection", trials=500)
+    assert tilted.empirical.epsilon["placement"] == "tilt"
+    monkeypatch.setattr(model_module.ModelTraining, "projection_tail_model", "calibration")
+    counted = dpaudit.audit(full, score="projection", trials=500)
+    assert counted.empirical.epsilon["placement"].startswith("calibration")
 
 
 def test_the_papers_setting_is_one_config(no_trials):

@@ -71,6 +71,31 @@ def test_the_tilt_reads_a_gaussian_shift():
     assert negated_negatives[0] == pytest.approx(1 - false_negatives[0])
 
 
+def test_a_clean_shift_seen_in_its_tails_under_one_dataset_only_keeps_its_tilt():
+    # 100 scores per side of N(0, 1) and N(2, 1): the pooled top 1% (and often the bottom) sit under one dataset
+    # only. Every knot was once kept, the spline's hinge there had no finite fit and the tilt was refused on
+    # 200 of 200 seeds (benchmarks/tilt_gate.py --all-knots); such a knot is now left out (kept on 200 of 200)
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        assert fit_tilt(rng.normal(0.0, 1.0, 100), rng.normal(2.0, 1.0, 100)) is not None, seed
+
+
+def test_the_tilt_places_a_gaussian_pair_where_a_hundred_calibration_trials_cannot():
+    # N(0, 1) against N(2, 1), 1,000 per side (a tenth calibrates), delta 1e-5: the full-batch model audit's
+    # yardstick. Over seeds 0-19 the tilt certified 3.37 on average and the counts 2.69: a paired gap of 0.68,
+    # standard error 0.11 (the ideal test's median is 3.40, docs/guide.md). Asserted: a mean gap above 0.35 (3
+    # standard errors below the measured one) and a mean above 3.1 (the tilt's spread, 0.35, over sqrt(20):
+    # 3.4 standard errors below)
+    counted, tilted = [], []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        a, b = rng.normal(0.0, 1.0, 1_000), rng.normal(2.0, 1.0, 1_000)
+        counted.append(epsilon_lower_bound(a, b, delta=1e-5, seed=seed).epsilon_lower_bound)
+        tilted.append(epsilon_lower_bound(a, b, delta=1e-5, seed=seed, tail_model="tilt").epsilon_lower_bound)
+    assert np.mean(tilted) - np.mean(counted) > 0.35
+    assert np.mean(tilted) > 3.1
+
+
 def test_the_tilt_declines_where_the_scores_reject_a_straight_line():
     rng = np.random.default_rng(12)
     # a Laplace shift of 1 at scale 1: the log ratio is flat outside (0, 1), and 5 x 10^4 scores show it
