@@ -94,11 +94,10 @@ def _projection(pair, cal_a, cal_b, seed):
     def projection(outputs: np.ndarray) -> np.ndarray:
         return np.asarray(outputs, dtype=float) @ direction
 
-    # a mechanism whose release is a Gaussian shift between the datasets (its optional
-    # ``projection_tail_model``, e.g. a full-batch training) has a projection whose log likelihood ratio is
-    # linear in it: its test is placed by the exponential tilt of the calibration scores, where they do not
-    # reject it (``audit.statistics.tilt``)
-    projection.tail_model = getattr(pair.mechanism, "projection_tail_model", "calibration")
+    # a mechanism whose release is a Gaussian shift between the datasets (``projection_tail_model``, e.g. a
+    # full-batch training) has a projection whose log likelihood ratio is linear in it: its test is placed by
+    # the exponential tilt of the calibration scores, where they do not reject it (``audit.statistics.tilt``)
+    projection.tail_model = pair.mechanism.projection_tail_model
     return projection
 
 

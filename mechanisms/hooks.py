@@ -46,6 +46,13 @@ class AuditHooks:
         return False
 
     @property
+    def projection_tail_model(self) -> str:
+        """How the ``projection`` score's calibration rates place its epsilon test (``audit.statistics.tilt``):
+        ``"tilt"`` where the release projected on a fixed direction is a Gaussian shift between the datasets
+        (its log likelihood ratio linear in the projection), ``"calibration"`` (the counts) by default."""
+        return "calibration"
+
+    @property
     def trains_model(self) -> bool:
         """True when outputs describe trained models and :meth:`record_score` scores a record under them."""
         return type(self).record_score is not AuditHooks.record_score

@@ -152,7 +152,7 @@ def test_model_examples_give_verdicts_with_applicable_claims(tmp_path, capsys):
 
     from dpaudit.cli import main
 
-    # the full-batch digits audit trains 4,000 models of 100 full-batch steps (24 minutes on 2 cores): its config
+    # the full-batch digits audit trains 4,000 models of 100 full-batch steps (5 minutes on 2 cores): its config
     # is read and checked in test_models_targets, its figures measured in docs/guide.md
     examples = sorted(path for path in (Path(__file__).resolve().parents[2] / "examples" / "models").glob("*.toml")
                       if path.name not in SLOW_EXAMPLES)
