@@ -259,7 +259,7 @@ class ModelTraining(ModelRecords, ModelStarts, IterateRelease, Mechanism):
     @property
     def projection_tail_model(self) -> str:
         """How the ``projection`` score's calibration rates place its test (``attacks.scores``): ``"tilt"`` at
-        sampling rate 1 (``full_batch``), else ``"calibration"``.
+        sampling rate 1 (``full_batch``) from a start fixed for every trial, else ``"calibration"``.
 
         Every record joins every step, so a step adds the same Gaussian noise to the sum of clipped gradients
         under either dataset, and the release projected on the canary's direction is a Gaussian shift (exactly
@@ -267,9 +267,11 @@ class ModelTraining(ModelRecords, ModelStarts, IterateRelease, Mechanism):
         projection, and the exponential tilt of the calibration scores places the test in a tail that 100
         calibration trials per side never reach (``audit.statistics.tilt``; its gate falls back to the counts
         where the calibration scores reject the line). Under Poisson sampling the projection is a Gaussian
-        mixture, whose ratio is not linear.
+        mixture, whose ratio is not linear; so it is from a fresh start per trial (``init="random"``), each
+        start moving the shift.
         """
-        return "tilt" if full_batch(self.privacy_description) else "calibration"
+        fixed_start = not (isinstance(self.init, str) and self.init == "random")
+        return "tilt" if full_batch(self.privacy_description) and fixed_start else "calibration"
 
     def surrogate_output_laws(self):
         """The last-iterate linear-loss surrogate at this training's parameters (final parameters only)."""

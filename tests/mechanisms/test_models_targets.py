@@ -206,6 +206,7 @@ def test_a_full_batch_projection_is_placed_by_its_tilt(monkeypatch):
     full = dpaudit.make("model", **FULL, init="worst-case", init_steps=200)
     assert full.projection_tail_model == "tilt"
     assert dpaudit.make("model", **{**FULL, "batch_size": 75}).projection_tail_model == "calibration"
+    assert dpaudit.make("model", **FULL, init="random").projection_tail_model == "calibration"  # the start moves it
     pair = CanarySpec(kind="input").build(full, 150)
     assert get_score("projection").fit(pair).tail_model == "tilt"
     tilted = dpaudit.audit(full, score="projection", trials=500)
