@@ -276,15 +276,27 @@ def profile_epsilon(result: Result) -> float | None:
     return max(implied) if implied else None
 
 
+#: What the report says of an epsilon test placed otherwise than by the calibration counts, by the epsilon
+#: record's ``placement`` (``audit.statistics.estimators.plan_epsilon``)
+PLACEMENT_SENTENCES = {
+    "tilt": ("Its test was placed by the exponential tilt fitted to the calibration scores (their log likelihood "
+             "ratio read as a straight line in the score, docs/theory.md 7), not by their counts; the trials that "
+             "certify it took no part in placing it."),
+}
+
+
 def estimators_note(result: Result) -> str:
-    """Why the headline is the ``epsilon`` estimator even where a listed one shows more on the same trials."""
+    """Why the headline is the ``epsilon`` estimator even where a listed one shows more on the same trials, and
+    how its test was placed where that was not by the calibration counts (:data:`PLACEMENT_SENTENCES`)."""
     result = typed(result)
     emp = result.empirical
     headline = next((e for e in emp.estimates if e.name == "epsilon"), None)
+    placed = PLACEMENT_SENTENCES.get(str((emp.epsilon or {}).get("placement")))
+    placed = f" {placed}" if placed else ""
     if headline is None or len(emp.estimates) < 2:
-        return "Each estimator's statement holds at its own confidence."
+        return "Each estimator's statement holds at its own confidence." + placed
     note = (f"Each estimator's statement holds at its own confidence. The headline is the epsilon estimator "
-            f"({headline.method}), named before any trial was drawn.")
+            f"({headline.method}), named before any trial was drawn.{placed}")
     implied = profile_epsilon(result)
     if implied is not None and implied > headline.value:
         beta = 1 - headline.confidence

@@ -7,8 +7,9 @@ claim a template makes against the result's fields: the verdict and the certifie
 looks the headline speaks of, the claim it calls the smallest and where, the reported figure it says the bound
 exceeds, what S' is in the histogram's legend, which elements the figure captions say are drawn, whether the
 bars it calls hard to see are, why a certifying score is not the strongest in the portfolio table, and that a
-score's reason for not applying is not false of the mechanism. The last test makes sentences untrue, one at a
-time, and shows the checker names each: a check that cannot fail would prove nothing.
+score's reason for not applying is not false of the mechanism, and that the estimators' note names the
+exponential tilt exactly when it placed the test. The last test makes sentences untrue, one at a time, and
+shows the checker names each: a check that cannot fail would prove nothing.
 
 The audits use fixed seeds; the figures they print are not asserted beyond what the sentences say of them.
 """
@@ -30,7 +31,7 @@ from dpaudit.reports.captions import THIN, _tail_heights, certifying_test, exact
 from dpaudit.reports.render import render
 from dpaudit.reports.formatting import typed
 from dpaudit.reports.tables import strongest_row, tightest_claim
-from dpaudit.reports.text import looks_text
+from dpaudit.reports.text import PLACEMENT_SENTENCES, looks_text
 from tests.helpers import run_documents
 
 THREE = {"title": "projected kernel, three canary positions",
@@ -105,12 +106,17 @@ def untrue_sentences(result: Any, markdown: str, page: str) -> list[str]:
     row = strongest_row(result)
     if len(result.per_index) == 1 and not result.one_run and not result.anytime:
         first = captions[0]
-        if ("exact value" in first) != (exact_value(row) is not None):
-            problems.append("the first caption's exact value is not what the figure draws")
-        if ("tightest claim" in first) != (tightest_claim(row, relation) is not None):
-            problems.append("the first caption's tightest claim is not what the figure draws")
-        if ("(grey)" in first) != (row.ceiling_band is not None):
-            problems.append("the first caption's ceiling band is not what the figure draws")
+        drawn = (exact_value(row), tightest_claim(row, relation), row.ceiling_band)
+        if "no claim, ceiling or exact value is known" in first:  # the caption of a figure with the dot alone
+            if any(element is not None for element in drawn):
+                problems.append("the first caption says nothing is drawn beside the bound; something is")
+        else:
+            if ("exact value" in first) != (drawn[0] is not None):
+                problems.append("the first caption's exact value is not what the figure draws")
+            if ("tightest claim" in first) != (drawn[1] is not None):
+                problems.append("the first caption's tightest claim is not what the figure draws")
+            if ("(grey)" in first) != (drawn[2] is not None):
+                problems.append("the first caption's ceiling band is not what the figure draws")
     place = certifying_test(result)
     thin = any("hard to see" in caption for caption in captions)
     if place is not None and not result.one_run and not result.anytime:
@@ -139,6 +145,10 @@ def untrue_sentences(result: Any, markdown: str, page: str) -> list[str]:
         problems.append("the failure probability's share per rate is not the record's")
     if looks_text(result) and looks_text(result) not in markdown:
         problems.append("the looks' sentence is not the one the record gives")
+    # how the test was placed: the tilt is named exactly when it placed the certified test
+    tilted = (emp.epsilon or {}).get("placement") == "tilt"
+    if ("placed by the exponential tilt" in markdown) != tilted:
+        problems.append(f"the estimators' note {'omits' if tilted else 'names'} the tilt as the test's placement")
     return problems
 
 
@@ -175,6 +185,14 @@ def audits(tmp_path_factory) -> dict[str, tuple[Any, str, str]]:
     user = dpaudit.from_callable(noisy_sum, output_dim=1)
     found["user function"] = _reports(dpaudit.audit(user, dataset_pair=neighbours, trials=6000, delta=1e-5, seed=0,
                                                     claimed_epsilon=1.99))
+
+    # a test placed by the exponential tilt: the median score of parallel Laplace declares it
+    def parallel_laplace(records, rng, trials):
+        return float(np.ravel(records)[0]) + rng.laplace(0.0, 10.0, (trials, 10))
+
+    parallel = dpaudit.from_batched_callable(parallel_laplace, 10, name="parallel-laplace")
+    found["tilt"] = _reports(dpaudit.audit(parallel, dataset_pair=(np.array([0.0]), np.array([1.0])), trials=20_000,
+                                           delta=0.0, score="median", seed=1))
     return found
 
 
@@ -199,6 +217,7 @@ def test_every_templated_sentence_holds_for_varied_audits(audits):
     assert "what poisson-as-reported gives" in _headline(audits["shuffled"][1])
     assert "every look taken" in _headline(audits["every look"][1])
     assert "stopped early at look" in _headline(audits["stopped early"][1])
+    assert "placed by the exponential tilt" in audits["tilt"][1]
 
 
 def test_an_opacus_audit_under_add_remove_says_so_in_its_legend_and_reasons(opacus_audit):
@@ -238,10 +257,16 @@ def test_the_checker_names_each_sentence_made_untrue(audits):
                          else "S': without the canary record", "html")
     caption = re.search(r"<figcaption[^>]*>(.*?)</figcaption>", user[2], re.S).group(1)
     assert _untrue_after(user, caption, caption.rstrip(".") + " and the exact value.", "html")
+    alone = re.search(r"<figcaption[^>]*>(.*?)</figcaption>", audits["tilt"][2], re.S).group(1)
+    assert "no claim, ceiling or exact value is known" in alone  # a user's function without a claim: the dot alone
+    assert _untrue_after(user, caption, alone, "html")  # said of a figure that draws a claim
     footnote = re.search(r"Failure probability [^<]*", positions[2]).group(0)
     assert _untrue_after(positions, footnote, re.sub(r"and [\d.e-]+ to each of", "and 0.1 to each of", footnote),
                          "html") if "odds ratio" in footnote else _untrue_after(
         positions, footnote, re.sub(r": [\d.e-]+ each", ": 0.1 each", footnote), "html")
+    tilt = PLACEMENT_SENTENCES["tilt"]
+    assert _untrue_after(audits["tilt"], f" {tilt}", "")  # the tilt placed the test: the note must say so
+    assert _untrue_after(user, "named before any trial was drawn.", f"named before any trial was drawn. {tilt}")
     result, markdown, page = every
     histogram = next(c for c in re.findall(r"<figcaption[^>]*>(.*?)</figcaption>", page, re.S)
                      if "dashed line" in c)
