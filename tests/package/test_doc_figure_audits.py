@@ -3,8 +3,8 @@
 The tests elsewhere that run these audits assert looser properties (a violation caught, a bound above twice
 its claim); the guide quotes the figure itself. Each test here is cheap (a few seconds on one core) and
 reruns the audit or the claim the guide describes with the guide's own settings and seed, so the figure in
-the guide and its test cannot drift apart: ``tests/package/test_doc_figures.py`` registers each figure
-against the test here that holds its literal.
+the guide and its test cannot drift apart: ``tests/package/doc_figure_registry.py`` registers each figure
+against the test here that holds its literal, and ``tests/package/test_doc_figures.py`` checks it.
 """
 
 from __future__ import annotations
