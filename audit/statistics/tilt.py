@@ -138,6 +138,12 @@ def _logistic_fit(design: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, f
     return None
 
 
+def _quantile_knots(centred: np.ndarray) -> np.ndarray:
+    """The pooled quantiles :data:`KNOT_QUANTILES` strictly inside the scores' range (distinct)."""
+    knots = np.unique(np.quantile(centred, KNOT_QUANTILES))
+    return knots[(knots > centred.min()) & (knots < centred.max())]
+
+
 def _informative_knots(centred: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """The spline's knots (pooled quantiles :data:`KNOT_QUANTILES`) whose tail holds both datasets' scores.
 
@@ -147,8 +153,7 @@ def _informative_knots(centred: np.ndarray, labels: np.ndarray) -> np.ndarray:
     side of ``N(0, 1)`` and ``N(2, 1)`` put the pooled top 1% all under ``S'`` on almost every draw. Such a
     knot is left out, so the line is tested where both datasets are seen; a value seen under one dataset
     only still stops the line's own fit (``None``)."""
-    knots = np.unique(np.quantile(centred, KNOT_QUANTILES))
-    knots = knots[(knots > centred.min()) & (knots < centred.max())]
+    knots = _quantile_knots(centred)
     middle = np.median(centred)
     kept = []
     for knot in knots:
